@@ -1,0 +1,48 @@
+# SABER platform — developer commands. `make setup && make run`, then `make test`.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export SABER_HOME ?= $(CURDIR)/.saber
+export DAGSTER_HOME ?= $(SABER_HOME)/dagster_home
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
+
+.PHONY: setup run test test-slow bench bench-quick ui lint dagster-home clean
+
+$(VENV)/bin/python:
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+# torch first (the CPU build on local disk); a bare `torch` requirement would pull a CUDA build.
+setup: $(VENV)/bin/python
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[dev]'
+
+dagster-home:
+	@mkdir -p $(DAGSTER_HOME)
+	@cp dagster.yaml $(DAGSTER_HOME)/dagster.yaml
+
+run: dagster-home
+	$(VENV)/bin/saber build
+
+test:
+	$(PY) -m pytest -q
+
+test-slow:
+	$(PY) -m pytest -q -m slow
+
+bench:
+	$(PY) -m bench.run
+
+bench-quick:
+	$(PY) -m bench.run --scale 0.1
+
+ui: dagster-home
+	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+lint:
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+clean:
+	rm -rf $(SABER_HOME)

@@ -1,0 +1,122 @@
+"""Stage: candidate pools (topic-only / summary-only / both) for every query."""
+
+import dagster as dg
+import numpy as np
+import polars as pl
+
+from saber_assets.runtime import StageOutput, check, materialize_stage
+from saber_assets.similarity import matrix_path
+from saber_core.pools import select_pool
+from saber_core.text import build_token_matrix, jaccard_one_vs_many
+from saber_resources.config import BuildConfig
+from saber_resources.storage import DuckDBStore
+
+
+@dg.asset(
+    group_name="discovery",
+    deps=["corpus", "queries", "topic_similarity", "summary_similarity"],
+    check_specs=[
+        dg.AssetCheckSpec("pool_size_and_split", asset="candidate_pools"),
+        dg.AssetCheckSpec("no_self_or_duplicate_candidates", asset="candidate_pools"),
+    ],
+)
+def candidate_pools(
+    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+) -> dg.MaterializeResult:
+    """Per query: the pool in released order, with group, BMA, Jaccard and relaxed flag."""
+    config = build.pool_config()
+
+    def compute() -> StageOutput:
+        corpus = store.read_table("corpus")
+        doc_ids = corpus["doc_id"].to_numpy()
+        problems = build_token_matrix(corpus["problem"])
+        query_table = store.read_table("queries")
+        bma = np.load(matrix_path(build, "topic_similarity"), mmap_mode="r")
+        jac = np.load(matrix_path(build, "summary_similarity"), mmap_mode="r")
+        pool_rows, outcome_rows = [], []
+        for q, (query_id, doc_index) in enumerate(
+            query_table.select("query_id", "doc_index").iter_rows()
+        ):
+            pool = select_pool(
+                q,
+                np.asarray(bma[q]),
+                np.asarray(jac[q]),
+                jaccard_one_vs_many(doc_index, problems),
+                config,
+                build.seed,
+                query_doc_index=doc_index,
+            )
+            outcome_rows.append(
+                {
+                    "query_id": query_id,
+                    "status": pool.status,
+                    "reason": pool.reason,
+                    "n_eligible": pool.n_eligible,
+                    "n_near_duplicates": pool.n_near_duplicates,
+                    **pool.thresholds,
+                }
+            )
+            if pool.status != "skipped":
+                pool_rows.append(
+                    pl.DataFrame(
+                        {
+                            "query_id": query_id,
+                            "position": np.arange(len(pool.doc_index)),
+                            "doc_id": doc_ids[pool.doc_index],
+                            "group": pool.group,
+                            "relaxed": pool.relaxed,
+                            "bma": bma[q][pool.doc_index],
+                            "jaccard": jac[q][pool.doc_index],
+                        }
+                    )
+                )
+        outcomes = pl.DataFrame(outcome_rows, infer_schema_length=None)
+        pools = pl.concat(pool_rows) if pool_rows else pl.DataFrame()
+        status = dict(outcomes.group_by("status").len().sort("status").rows())
+        return StageOutput(
+            {"candidate_pools": pools, "pool_outcomes": outcomes},
+            figures={
+                "pool_config": config.as_provenance(),
+                "query_status": status,
+                "n_relaxed_candidates": int(pools["relaxed"].sum()) if pools.height else 0,
+                "n_queries_with_pools": int(outcomes.height - status.get("skipped", 0)),
+            },
+        )
+
+    def checks(tables, figures):
+        pools = tables["candidate_pools"]
+        sizes = pools.group_by("query_id", "group").len()
+        expected = config.sizes
+        bad_split = sizes.filter(
+            pl.col("len") != pl.col("group").replace_strict(expected, return_dtype=pl.Int64)
+        )
+        per_query = pools.group_by("query_id").len()
+        bad_size = per_query.filter(pl.col("len") != config.pool_size)
+        self_rows = pools.filter(pl.col("query_id") == pl.col("doc_id"))
+        dup_rows = pools.filter(pl.struct("query_id", "doc_id").is_duplicated())
+        return [
+            check(
+                "pool_size_and_split",
+                bad_split.height == 0 and bad_size.height == 0,
+                f"every pool has {config.pool_size} candidates split "
+                f"{expected['topic']}/{expected['summary']}/{expected['both']}",
+                n_bad_queries=bad_size.height,
+                n_bad_groups=bad_split.height,
+            ),
+            check(
+                "no_self_or_duplicate_candidates",
+                self_rows.height == 0 and dup_rows.height == 0,
+                "no query is its own candidate and no candidate appears twice in a pool",
+                n_self=self_rows.height,
+                n_duplicates=dup_rows.height,
+            ),
+        ]
+
+    return materialize_stage(
+        context,
+        store,
+        settings={**config.as_provenance(), "seed": build.seed},
+        upstream=["corpus", "queries", "topic_similarity", "summary_similarity"],
+        compute=compute,
+        checks=checks,
+    )

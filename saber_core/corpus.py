@@ -1,0 +1,119 @@
+"""Corpus validation: every input row ends in the corpus or in the quarantine, with a reason.
+
+Corpus schema (one row per problem):
+
+=========== ======================= ==========================================================
+column      type                    rule
+=========== ======================= ==========================================================
+doc_id      string, required        non-empty after stripping, unique (later copies quarantined)
+problem     string, required        non-empty after stripping, at most ``max_chars`` characters
+solution    string, required        non-empty after stripping, at most ``max_chars`` characters
+source      string, optional        where the row comes from (default ``"user"``)
+domain      string, optional        e.g. Algebra, Geometry, Number Theory, Combinatorics,
+                                    Calculus (default ``"Unknown"``)
+summary     string, optional        a human-written solution summary (generator-free)
+topics      list of strings, opt.   human topic annotations: ontology node ids
+=========== ======================= ==========================================================
+
+A row whose problem text equals an earlier row's (after whitespace folding and lower-casing) is
+quarantined as a duplicate text. ``len(corpus) + len(quarantine) == len(input)`` always holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+REQUIRED = ("doc_id", "problem", "solution")
+OPTIONAL_DEFAULTS = {"source": "user", "domain": "Unknown"}
+DEFAULT_MAX_CHARS = 100_000
+
+
+@dataclass(frozen=True)
+class ValidatedCorpus:
+    """Good rows and quarantined rows (``row``: 0-based input row, ``field``, ``reason``)."""
+
+    corpus: pl.DataFrame
+    quarantine: pl.DataFrame
+    n_input: int
+
+
+def validate_corpus(frame: pl.DataFrame, max_chars: int = DEFAULT_MAX_CHARS) -> ValidatedCorpus:
+    """Split an input frame into valid corpus rows and quarantined rows with reasons.
+
+    Raises ValueError if a required column is missing altogether (a file-level error).
+    """
+    missing = [c for c in REQUIRED if c not in frame.columns]
+    if missing:
+        raise ValueError(f"corpus is missing required column(s) {missing}; see saber_core.corpus")
+    n_input = frame.height
+    frame = frame.with_row_index("row")
+    for column, default in OPTIONAL_DEFAULTS.items():
+        if column not in frame.columns:
+            frame = frame.with_columns(pl.lit(default).alias(column))
+    for column in ("summary",):
+        if column not in frame.columns:
+            frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias(column))
+    if "topics" not in frame.columns:
+        frame = frame.with_columns(pl.lit(None, dtype=pl.List(pl.String)).alias("topics"))
+    text_columns = ["doc_id", "problem", "solution", "source", "domain", "summary"]
+    frame = frame.with_columns(
+        [pl.col(c).cast(pl.String).str.strip_chars() for c in text_columns]
+    ).with_columns(
+        pl.col("source").fill_null(OPTIONAL_DEFAULTS["source"]),
+        pl.col("domain").fill_null(OPTIONAL_DEFAULTS["domain"]),
+    )
+
+    checks: list[tuple[str, pl.Expr, str]] = []
+    for column in REQUIRED:
+        checks.append((column, pl.col(column).is_null(), f"missing {column}"))
+        checks.append((column, pl.col(column) == "", f"empty {column}"))
+    for column in ("problem", "solution"):
+        checks.append(
+            (
+                column,
+                pl.col(column).str.len_chars() > max_chars,
+                f"{column} longer than {max_chars} characters",
+            )
+        )
+    reason = pl.lit(None, dtype=pl.String)
+    field = pl.lit(None, dtype=pl.String)
+    for column, condition, message in reversed(checks):
+        reason = pl.when(condition.fill_null(False)).then(pl.lit(message)).otherwise(reason)
+        field = pl.when(condition.fill_null(False)).then(pl.lit(column)).otherwise(field)
+    frame = frame.with_columns(reason=reason, field=field)
+
+    # duplicates are judged among rows that passed the field checks, first occurrence wins
+    text_key = pl.col("problem").str.to_lowercase().str.replace_all(r"\s+", " ")
+    passed = (
+        frame.filter(pl.col("reason").is_null())
+        .with_columns(text_key.alias("text_key"))
+        .with_columns(
+            first_row=pl.col("row").min().over("doc_id"),
+            first_text_row=pl.col("row").min().over("text_key"),
+            first_text_doc=pl.col("doc_id").sort_by("row").first().over("text_key"),
+        )
+    )
+    id_dup = pl.col("row") != pl.col("first_row")
+    text_dup = pl.col("row") != pl.col("first_text_row")
+    passed = passed.with_columns(
+        reason=pl.when(id_dup)
+        .then(pl.format("duplicate doc_id (first at row {})", pl.col("first_row")))
+        .when(text_dup)
+        .then(pl.format("duplicate problem text of doc_id {}", pl.col("first_text_doc"))),
+        field=pl.when(id_dup).then(pl.lit("doc_id")).when(text_dup).then(pl.lit("problem")),
+    ).drop("text_key", "first_row", "first_text_row", "first_text_doc")
+    flagged = pl.concat([frame.filter(pl.col("reason").is_not_null()), passed], how="diagonal")
+    good = flagged.filter(pl.col("reason").is_null()).sort("row")
+    quarantine = flagged.filter(pl.col("reason").is_not_null()).sort("row")
+    columns = ["doc_id", "problem", "solution", "source", "domain", "summary", "topics"]
+    result = ValidatedCorpus(
+        corpus=good.select(columns),
+        quarantine=quarantine.select(
+            "row", "field", "reason", *[c for c in columns if c != "topics"]
+        ),
+        n_input=n_input,
+    )
+    assert result.corpus.height + result.quarantine.height == n_input
+    return result

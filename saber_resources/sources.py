@@ -1,0 +1,111 @@
+"""Input sources: the embedded CHAMP default and user files (corpus and ontology).
+
+CHAMP (the ``champ-dataset`` package: 270 competition problems with human-written solutions,
+hints and concept annotations) becomes:
+
+* corpus rows: ``doc_id`` = CHAMP problem id, ``problem``, ``solution`` (the solution steps
+  joined by spaces), ``source = "champ"``, ``domain`` from ``CHAMP_DOMAINS``, ``summary`` = the
+  problem's human-written hints joined by spaces (problems without hints: the statements of their
+  annotated concepts), ``topics`` = the annotated concept ids (problems without concepts: their
+  category node ``CAT:<category>``);
+* ontology: one node per CHAMP category (``CAT:<category>``, a root each, so the builder adds a
+  virtual root above them) and one per concept; a concept's parents are its parent concept and,
+  when the parent lies in another category (or there is none), its own category node — so a
+  concept can have two parents. Virtual root → category → concept chain.
+
+CHAMP has no geometry problems. Domain mapping (SABER domains): Number-Theory → Number Theory,
+Combinatorics → Combinatorics, Inequality → Algebra, Polynomial → Algebra, Sequence → Calculus
+(CHAMP's sequence problems are limits, recurrences and asymptotics).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from saber_core.formats import read_ontology_frame
+
+CHAMP_DOMAINS = {
+    "Number-Theory": "Number Theory",
+    "Combinatorics": "Combinatorics",
+    "Inequality": "Algebra",
+    "Polynomial": "Algebra",
+    "Sequence": "Calculus",
+}
+CATEGORY_PREFIX = "CAT:"
+
+
+def _champ():
+    import champ_dataset
+
+    return champ_dataset.load("v0")
+
+
+def champ_corpus() -> pl.DataFrame:
+    """The CHAMP problems as a corpus frame (schema of ``saber_core.corpus``)."""
+    data = _champ()
+    rows = []
+    for pid, problem in data.problems.items():
+        hints = [data.hints[c].text for c in problem.ch_list if c.startswith("H_")]
+        concepts = list(dict.fromkeys(c for c in problem.ch_list if c.startswith("C_")))
+        summary = " ".join(hints) if hints else " ".join(data.concepts[c].text for c in concepts)
+        rows.append(
+            {
+                "doc_id": pid,
+                "problem": problem.text,
+                "solution": " ".join(step.text for step in problem.solution.steps),
+                "source": "champ",
+                "domain": CHAMP_DOMAINS[problem.category],
+                "summary": summary,
+                "topics": concepts or [CATEGORY_PREFIX + problem.category],
+            }
+        )
+    return pl.DataFrame(rows, schema_overrides={"topics": pl.List(pl.String)})
+
+
+def champ_ontology() -> pl.DataFrame:
+    """CHAMP's concept hierarchy as an ontology frame (node_id, name, parent_ids)."""
+    data = _champ()
+    concepts = {}
+
+    def visit(concept) -> None:
+        concepts[concept.identifier] = concept
+        if concept.parent is not None:
+            visit(concept.parent)
+
+    for concept in data.concepts.values():
+        visit(concept)
+    categories = sorted(
+        {c.category for c in concepts.values()} | {p.category for p in data.problems.values()}
+    )
+    rows = [{"node_id": CATEGORY_PREFIX + c, "name": c, "parent_ids": []} for c in categories]
+    for cid in sorted(concepts):
+        concept = concepts[cid]
+        parents = []
+        if concept.parent is not None:
+            parents.append(concept.parent.identifier)
+        if concept.parent is None or concept.parent.category != concept.category:
+            parents.append(CATEGORY_PREFIX + concept.category)
+        rows.append({"node_id": cid, "name": concept.name or concept.text, "parent_ids": parents})
+    return pl.DataFrame(rows, schema_overrides={"parent_ids": pl.List(pl.String)})
+
+
+def read_corpus_file(path: str | Path) -> pl.DataFrame:
+    """Read a user corpus from ``.parquet`` or ``.jsonl`` (schema in ``saber_core.corpus``)."""
+    path = Path(path)
+    if path.suffix.lower() == ".parquet":
+        return pl.read_parquet(path)
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        return pl.read_ndjson(path, infer_schema_length=None)
+    raise ValueError(f"{path}: unsupported corpus format (use .parquet or .jsonl)")
+
+
+def load_corpus_frame(spec: str) -> pl.DataFrame:
+    """``"champ"`` for the embedded default, else a corpus file path."""
+    return champ_corpus() if spec == "champ" else read_corpus_file(spec)
+
+
+def load_ontology_frame(spec: str) -> pl.DataFrame:
+    """``"champ"`` for CHAMP's concept hierarchy, else an ontology file path."""
+    return champ_ontology() if spec == "champ" else read_ontology_frame(spec)
