@@ -12,7 +12,9 @@ import polars as pl
 
 from saber_assets.definitions import BUILD_JOB, build_definitions
 from saber_assets.export import write_export
+from saber_assets.lineage import lineage_report
 from saber_resources.config import BuildConfig, load_build_config
+from saber_resources.llm.base import LLMBackend
 from saber_resources.storage import DuckDBStore
 
 
@@ -25,10 +27,12 @@ def _instance() -> dg.DagsterInstance:
 
 
 def run_build(
-    build: BuildConfig, instance: dg.DagsterInstance | None = None
+    build: BuildConfig,
+    instance: dg.DagsterInstance | None = None,
+    backend: LLMBackend | None = None,
 ) -> dg.ExecuteInProcessResult:
     """Materialize the whole graph in-process (run history kept under ``DAGSTER_HOME``)."""
-    job = build_definitions(build).resolve_job_def(BUILD_JOB)
+    job = build_definitions(build, backend).resolve_job_def(BUILD_JOB)
     return job.execute_in_process(instance=instance or _instance(), raise_on_error=True)
 
 
@@ -61,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     p_export = sub.add_parser("export", help="write the export of the last build to a folder")
     p_export.add_argument("--out", type=Path, required=True)
     p_export.add_argument("--profile")
+    p_lineage = sub.add_parser("lineage", help="print the provenance chain of a rating")
+    p_lineage.add_argument("--query", required=True, help="query id")
+    p_lineage.add_argument("--doc", help="candidate doc id (default: the top-rated candidate)")
+    p_lineage.add_argument("--profile")
     args = parser.parse_args(argv)
 
     build = load_build_config(args.profile)
@@ -70,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         if not result.success:
             return 1
         print(summary(store, build.export_dir))
+    elif args.command == "lineage":
+        print(lineage_report(store, args.query, args.doc))
     elif args.command == "export":
         counts = write_export(store, args.out)
         for name, rows in counts.items():

@@ -4,8 +4,9 @@ import dagster as dg
 
 from saber_assets.common import source_fingerprint
 from saber_assets.runtime import StageOutput, check, materialize_stage
-from saber_core.corpus import validate_corpus
+from saber_core.corpus import ValidatedCorpus, validate_corpus
 from saber_core.ontology import build_ontology
+from saber_core.pools import sample_queries
 from saber_resources.config import BuildConfig
 from saber_resources.sources import load_corpus_frame, load_ontology_frame
 from saber_resources.storage import DuckDBStore
@@ -23,12 +24,21 @@ def corpus(
 
     def compute() -> StageOutput:
         validated = validate_corpus(load_corpus_frame(build.corpus), build.max_text_chars)
+        if build.corpus_limit:
+            keep = sample_queries(
+                validated.corpus["domain"].to_list(), build.corpus_limit, build.seed
+            )
+            context.log.info(f"corpus: corpus_limit keeps a balanced sample of {len(keep)} rows")
+            validated = ValidatedCorpus(
+                validated.corpus[keep], validated.quarantine, validated.n_input
+            )
         reasons = validated.quarantine.group_by("reason").len().sort("len", descending=True)
         return StageOutput(
             {"corpus": validated.corpus, "corpus_quarantine": validated.quarantine},
             figures={
                 "n_input_rows": validated.n_input,
                 "n_corpus": validated.corpus.height,
+                "corpus_limit": build.corpus_limit,
                 "n_quarantined": validated.quarantine.height,
                 "quarantine_reasons": dict(reasons.iter_rows()),
                 "domains": dict(validated.corpus.group_by("domain").len().sort("domain").rows()),
@@ -47,7 +57,12 @@ def corpus(
             )
         ]
 
-    settings = {"corpus": source_fingerprint(build.corpus), "max_chars": build.max_text_chars}
+    settings = {
+        "corpus": source_fingerprint(build.corpus),
+        "max_chars": build.max_text_chars,
+        "limit": build.corpus_limit,
+        "seed": build.seed if build.corpus_limit else None,
+    }
     return materialize_stage(
         context, store, settings=settings, upstream=[], compute=compute, checks=checks
     )

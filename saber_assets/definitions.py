@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import dagster as dg
 
 from saber_assets.annotations import summaries, topic_annotations
@@ -12,22 +14,59 @@ from saber_assets.report import build_report
 from saber_assets.similarity import queries, summary_similarity, topic_similarity
 from saber_assets.tournament import make_judgment_assets
 from saber_resources.config import BuildConfig, load_build_config
-from saber_resources.judge import EmbeddingJudge, PairwiseJudge
+from saber_resources.judge import EmbeddingJudge, LLMJudge, PairwiseJudge
+from saber_resources.llm.base import LLMBackend
+from saber_resources.llm.embedded import EmbeddedBackend
+from saber_resources.llm.openai_compat import OpenAICompatibleBackend
+from saber_resources.llm.vllm_backend import VLLMBackend
 from saber_resources.storage import DuckDBStore
 
 BUILD_JOB = "build_benchmark"
+API_KEY_ENV = "SABER_API_KEY"
 
 
-def make_judge(build: BuildConfig) -> PairwiseJudge:
+def make_backend(build: BuildConfig) -> LLMBackend:
+    """The LLM backend named by the build config (the API key only through ``EnvVar``)."""
+    if build.llm_backend == "embedded":
+        return EmbeddedBackend()
+    if build.llm_backend == "openai":
+        key = dg.EnvVar(API_KEY_ENV) if os.environ.get(API_KEY_ENV) else ""
+        return OpenAICompatibleBackend(
+            base_url=build.llm_base_url,
+            model=build.llm_model,
+            api_key=key,
+            max_concurrency=build.llm_max_concurrency,
+            reasoning_effort=build.llm_reasoning_effort,
+        )
+    return VLLMBackend(
+        model=build.llm_model,
+        tensor_parallel_size=build.llm_tensor_parallel,
+        reasoning_effort=build.llm_reasoning_effort,
+    )
+
+
+def make_judge(build: BuildConfig, backend: LLMBackend) -> PairwiseJudge:
     """The pairwise judge named by the build config."""
     if build.judge == "embedding":
         return EmbeddingJudge()
-    raise ValueError(f"unknown judge {build.judge!r}")
+    return LLMJudge(
+        backend=backend,
+        mode=build.judge_mode,
+        both_orders=build.judge_both_orders,
+        max_tokens=build.judge_max_tokens,
+        seed=build.seed,
+    )
 
 
-def build_definitions(build: BuildConfig | None = None) -> dg.Definitions:
-    """Every asset, check, job and resource for one build config (default: the profile)."""
+def build_definitions(
+    build: BuildConfig | None = None, backend: LLMBackend | None = None
+) -> dg.Definitions:
+    """Every asset, check, job and resource for one build config (default: the profile).
+
+    ``backend`` replaces the configured LLM backend (tests swap in recorded or fake ones).
+    """
     build = build or load_build_config()
+    backend = backend or make_backend(build)
     assets = [
         corpus,
         ontology,
@@ -50,7 +89,8 @@ def build_definitions(build: BuildConfig | None = None) -> dg.Definitions:
         resources={
             "build": build,
             "store": DuckDBStore(database=str(build.database_path)),
-            "judge": make_judge(build),
+            "llm": backend,
+            "judge": make_judge(build, backend),
         },
     )
 

@@ -79,7 +79,7 @@ def make_round_asset(r: int) -> dg.AssetsDefinition:
             first = [text[docs[i, p]] for i, p in zip(q_idx, pos_a, strict=True)]
             second = [text[docs[i, p]] for i, p in zip(q_idx, pos_b, strict=True)]
             context.log.info(f"{name}: judging {len(qs)} pairs for {len(query_ids)} queries")
-            verdict = judge.judge(qs, first, second)
+            verdict = judge.judge(qs, first, second, store, context.run.run_id)
             p = verdict.p_first
             outcome = np.where(p > 0.5, 1.0, np.where(p < 0.5, 0.0, np.nan))
             table = pl.DataFrame(
@@ -92,9 +92,13 @@ def make_round_asset(r: int) -> dg.AssetsDefinition:
                     "cand_a": [docs[i, x] for i, x in zip(q_idx, pos_a, strict=True)],
                     "cand_b": [docs[i, x] for i, x in zip(q_idx, pos_b, strict=True)],
                     "outcome": outcome,
-                    "winner": np.where(outcome == 1.0, "a", np.where(outcome == 0.0, "b", None)),
+                    "winner": pl.Series(
+                        [{1.0: "a", 0.0: "b"}.get(o) for o in outcome.tolist()], dtype=pl.String
+                    ),
                     "p_a": p,
                     "raw": verdict.raw,
+                    "drop_reason": pl.Series(verdict.drop_reason, dtype=pl.String),
+                    "call_keys": verdict.call_keys,
                     "input_hash": [_input_hash(*t) for t in zip(qs, first, second, strict=True)],
                     "seed": build.seed,
                 },
@@ -108,6 +112,9 @@ def make_round_asset(r: int) -> dg.AssetsDefinition:
                 figures={
                     "n_pairs": table.height,
                     "n_dropped": int(table["outcome"].null_count()),
+                    "llm_cache_hits": verdict.stats.hits,
+                    "llm_backend_calls": verdict.stats.calls,
+                    "llm_errors": verdict.stats.errors,
                     "n_byes_beyond_odd": byes,
                     "judge": judge.provenance(),
                 },
@@ -144,6 +151,13 @@ def make_judgment_assets(rounds: int) -> list[dg.AssetsDefinition]:
                 figures={
                     "n_judgments": table.height,
                     "n_dropped": int(table["outcome"].null_count()),
+                    "drop_reasons": dict(
+                        table.filter(pl.col("outcome").is_null())
+                        .group_by("drop_reason")
+                        .len()
+                        .head(10)
+                        .rows()
+                    ),
                 },
             )
 

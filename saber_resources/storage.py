@@ -95,10 +95,10 @@ class DuckDBStore(dg.ConfigurableResource):
             frame = frame.drop([c for c in LINEAGE_COLUMNS if c in frame.columns])
         return frame
 
-    def query(self, sql: str) -> pl.DataFrame:
-        """Run a read-only SQL query and return the result."""
+    def query(self, sql: str, params: list | None = None) -> pl.DataFrame:
+        """Run a read-only SQL query (``?`` placeholders bound to ``params``)."""
         with self.connect(read_only=True) as con:
-            return con.sql(sql).pl()
+            return con.sql(sql, params=params or None).pl()
 
     def has_table(self, name: str) -> bool:
         """Whether table ``name`` exists."""

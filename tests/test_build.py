@@ -191,7 +191,7 @@ def test_bad_corpus_rows_are_quarantined(tmp_path):
     defs = build_definitions(build)
     result = dg.materialize(
         [defs.get_assets_def(k) for k in ("corpus", "ontology", "topic_annotations")],
-        resources={"build": build, "store": DuckDBStore(database=str(build.database_path))},
+        resources=defs.resources,
         instance=dg.DagsterInstance.ephemeral(),
     )
     assert result.success

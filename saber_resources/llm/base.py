@@ -1,0 +1,94 @@
+"""The one LLM interface: a batch of chat requests in, one result per request out.
+
+A request carries everything that determines its answer (messages, sampling parameters, seed,
+an optional constrained choice set), so its cache key is a hash of exactly that plus the
+backend's identity. ``choices`` asks the backend to answer with one of the given strings (vLLM
+guided choice, the embedded backend's next-token scoring); when the backend can, it also returns
+the log-probability of each choice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import dagster as dg
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One chat message."""
+
+    role: str
+    content: str
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """One call: messages, sampling parameters and the prompt it was rendered from."""
+
+    messages: tuple[ChatMessage, ...]
+    prompt_id: str
+    prompt_hash: str
+    input_hash: str
+    max_tokens: int = 256
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+    choices: tuple[str, ...] | None = None
+    logprobs: bool = False
+
+    def sampling(self) -> dict:
+        """The sampling parameters (part of the cache key and of provenance)."""
+        return {
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+            "choices": list(self.choices) if self.choices else None,
+            "logprobs": self.logprobs,
+        }
+
+
+@dataclass(frozen=True)
+class LLMResult:
+    """One answer: text, optional per-choice log-probabilities, usage, or an error."""
+
+    text: str
+    response_id: str = ""
+    choice_logprobs: dict[str, float] | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    error: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+class LLMBackend(dg.ConfigurableResource, ABC):
+    """A batch LLM backend. Implementations: vLLM offline, OpenAI-compatible HTTP, embedded."""
+
+    @abstractmethod
+    def generate(self, requests: Sequence[LLMRequest]) -> list[LLMResult]:
+        """Answer every request (same order); failures are results with ``error`` set."""
+
+    @abstractmethod
+    def identity(self) -> dict[str, str]:
+        """``backend`` and ``model`` (and anything else that changes answers)."""
+
+
+def call_key(identity: dict[str, str], request: LLMRequest) -> str:
+    """Cache key: sha256 over (backend identity, prompt hash, sampling params, input hash).
+
+    The rendered messages are hashed too, so a change in how a prompt is filled never reuses
+    an answer to different text.
+    """
+    payload = {
+        "identity": identity,
+        "prompt_hash": request.prompt_hash,
+        "sampling": request.sampling(),
+        "input_hash": request.input_hash,
+        "messages": [asdict(m) for m in request.messages],
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]

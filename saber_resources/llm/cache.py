@@ -1,0 +1,111 @@
+"""The LLM call cache: every call stored in DuckDB by its key, so no call is paid for twice.
+
+Table ``llm_calls`` (one row per call key): backend, model, prompt id and hash, sampling params,
+input hash, the answer (text, per-choice log-probs, response id, token usage), the run that paid
+for it and when. Results are committed in small transactions as they arrive, so a killed run
+keeps every answer it received.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import polars as pl
+
+from saber_resources.llm.base import LLMBackend, LLMRequest, LLMResult, call_key
+from saber_resources.storage import DuckDBStore
+
+TABLE = "llm_calls"
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {TABLE} (
+    call_key VARCHAR PRIMARY KEY, backend VARCHAR, model VARCHAR, identity VARCHAR,
+    prompt_id VARCHAR, prompt_hash VARCHAR, sampling VARCHAR, input_hash VARCHAR,
+    text VARCHAR, choice_logprobs VARCHAR, response_id VARCHAR, prompt_tokens BIGINT,
+    completion_tokens BIGINT, run_id VARCHAR, created_at TIMESTAMPTZ
+)"""
+
+
+@dataclass
+class CallStats:
+    """What one batch cost: cache hits, backend calls and errors (not cached)."""
+
+    hits: int = 0
+    calls: int = 0
+    errors: int = 0
+
+
+@dataclass
+class CachedLLM:
+    """A backend behind the DuckDB call cache, for one run."""
+
+    backend: LLMBackend
+    store: DuckDBStore
+    run_id: str
+    chunk_size: int = 64
+
+    def generate(
+        self,
+        requests: Sequence[LLMRequest],
+        progress: Callable[[int, int], None] | None = None,
+    ) -> tuple[list[LLMResult], list[str], CallStats]:
+        """Answers (cached or fresh), their call keys and the batch's cost."""
+        identity = self.backend.identity()
+        keys = [call_key(identity, r) for r in requests]
+        cached = self.lookup(keys)
+        stats = CallStats(hits=sum(k in cached for k in keys))
+        missing = list(dict.fromkeys(k for k in keys if k not in cached))
+        by_key = {k: r for k, r in zip(keys, requests, strict=True)}
+        for start in range(0, len(missing), self.chunk_size):
+            chunk = missing[start : start + self.chunk_size]
+            results = self.backend.generate([by_key[k] for k in chunk])
+            stats.calls += len(chunk)
+            good = [(k, r) for k, r in zip(chunk, results, strict=True) if r.error is None]
+            stats.errors += len(chunk) - len(good)
+            self._store(identity, [(k, by_key[k], r) for k, r in good])
+            cached.update(good)
+            cached.update((k, r) for k, r in zip(chunk, results, strict=True) if r.error)
+            if progress:
+                progress(min(start + self.chunk_size, len(missing)), len(missing))
+        return [cached[k] for k in keys], keys, stats
+
+    def lookup(self, keys: Sequence[str]) -> dict[str, LLMResult]:
+        """Stored answers for the given keys."""
+        if not keys or not self.store.has_table(TABLE):
+            return {}
+        with self.store.connect(read_only=True) as con:
+            con.register("_keys", pl.DataFrame({"call_key": list(set(keys))}).to_arrow())
+            rows = con.sql(
+                f"SELECT call_key, text, response_id, choice_logprobs, prompt_tokens, "
+                f"completion_tokens FROM {TABLE} JOIN _keys USING (call_key)"
+            ).fetchall()
+        return {
+            key: LLMResult(
+                text=text,
+                response_id=response_id,
+                choice_logprobs=json.loads(logprobs) if logprobs else None,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+            )
+            for key, text, response_id, logprobs, prompt_tokens, completion_tokens in rows
+        }
+
+    def _store(self, identity: dict, rows: list[tuple[str, LLMRequest, LLMResult]]) -> None:
+        if not rows:
+            return
+        now = datetime.now(UTC)
+        values = [
+            [key, identity.get("backend", ""), identity.get("model", ""),
+             json.dumps(identity, sort_keys=True), req.prompt_id, req.prompt_hash,
+             json.dumps(req.sampling(), sort_keys=True), req.input_hash, res.text,
+             json.dumps(res.choice_logprobs) if res.choice_logprobs is not None else None,
+             res.response_id, res.prompt_tokens, res.completion_tokens, self.run_id, now]
+            for key, req, res in rows
+        ]  # fmt: skip
+        with self.store.connect() as con:
+            con.execute(SCHEMA)
+            con.begin()
+            con.executemany(f"INSERT OR IGNORE INTO {TABLE} VALUES ({', '.join('?' * 15)})", values)
+            con.commit()

@@ -1,0 +1,67 @@
+"""The embedded backend for real: Gemma 3 270M on CPU on a few summary, topics and judge prompts."""
+
+import math
+
+import pytest
+
+from saber_core.parsing import clean_summary, parse_judge_answer, parse_topics, render_shortlist
+from saber_resources.llm.base import LLMRequest
+from saber_resources.llm.embedded import EmbeddedBackend
+from saber_resources.prompts import load_prompt
+
+QUERY = "Find all primes p such that p^2 + 2 is also prime."
+SOLUTION = "If p is not 3, then p^2 leaves remainder 1 modulo 3, so p^2 + 2 is divisible by 3."
+NEAR = "Problem: Find all primes p such that p + 10 and p + 14 are prime.\n\nSolution: Work mod 3."
+FAR = "Problem: How many ways can 5 rooks be placed on a 5x5 board?\n\nSolution: 5! = 120."
+NODES = {"C_mod": "modular arithmetic", "C_prime": "prime numbers", "C_rook": "rook placements"}
+
+
+@pytest.fixture(scope="module")
+def backend():
+    return EmbeddedBackend(batch_size=4)
+
+
+def test_judge_choice_scoring_gives_probabilities(backend):
+    prompt = load_prompt("judge")
+    requests = [
+        LLMRequest(prompt.render(query=QUERY, candidate_1=a, candidate_2=b), prompt.label,
+                   prompt.hash, f"pair{i}", max_tokens=1, choices=("1", "2"), logprobs=True)
+        for i, (a, b) in enumerate([(NEAR, FAR), (FAR, NEAR)])
+    ]  # fmt: skip
+    results = backend.generate(requests)
+    assert len(results) == 2
+    for r in results:
+        value, reason = parse_judge_answer(r.text)
+        assert value in (1, 2) and reason == "boxed"
+        assert set(r.choice_logprobs) == {"1", "2"}
+        assert all(lp < 0 for lp in r.choice_logprobs.values())
+        total = sum(math.exp(lp) for lp in r.choice_logprobs.values())
+        assert 0 < total <= 1.0 + 1e-6
+        assert r.text == f"\\boxed{{{max(r.choice_logprobs, key=r.choice_logprobs.get)}}}"
+        assert r.prompt_tokens > 50
+
+
+def test_summary_and_topics_generation_parse(backend):
+    summary = load_prompt("summary")
+    topics = load_prompt("topics")
+    requests = [
+        LLMRequest(summary.render(problem=QUERY, solution=SOLUTION), summary.label, summary.hash,
+                   "s", max_tokens=24),
+        LLMRequest(
+            topics.render(problem=QUERY, solution=SOLUTION,
+                          shortlist=render_shortlist(list(NODES), NODES), max_topics="3",
+                          example_id="C_mod"),
+            topics.label, topics.hash, "t", max_tokens=24),
+    ]  # fmt: skip
+    results = backend.generate(requests)
+    assert [r.error for r in results] == [None, None]
+    assert 0 < results[0].completion_tokens <= 24
+    # whatever a 270M base model writes, parsing ends in a value or a stated reason
+    text, status = clean_summary(results[0].text)
+    assert (text is None) == (status.startswith("too short") or status == "empty answer")
+    parsed = parse_topics(results[1].text, NODES)
+    assert set(parsed.kept) <= set(NODES)
+    assert parsed.reason
+    # greedy decoding is deterministic
+    again = backend.generate(requests[:1])
+    assert again[0].text == results[0].text

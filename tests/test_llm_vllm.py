@@ -1,0 +1,261 @@
+"""VLLMBackend without vLLM: request building, grouping, output conversion, a fake engine."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import types
+from types import SimpleNamespace
+
+import pytest
+
+from saber_resources.llm import vllm_backend
+from saber_resources.llm.base import ChatMessage, LLMRequest
+from saber_resources.llm.vllm_backend import (
+    VLLMBackend,
+    chat_messages,
+    group_requests,
+    result_from_output,
+    sampling_kwargs,
+)
+
+
+def _req(text: str, **kwargs) -> LLMRequest:
+    return LLMRequest(
+        messages=(ChatMessage("system", "Be brief."), ChatMessage("user", text)),
+        prompt_id="judge",
+        prompt_hash="p" * 8,
+        input_hash=f"in-{text}",
+        **kwargs,
+    )
+
+
+def _lp(logprob: float, token: str) -> SimpleNamespace:
+    return SimpleNamespace(logprob=logprob, rank=1, decoded_token=token)
+
+
+def _output(text: str, request_id: str = "0", logprobs=None, n_prompt: int = 9):
+    completion = SimpleNamespace(
+        text=text, token_ids=[7] * len(text), logprobs=logprobs, finish_reason="stop"
+    )
+    return SimpleNamespace(
+        request_id=request_id, prompt_token_ids=list(range(n_prompt)), outputs=[completion]
+    )
+
+
+def test_import_does_not_import_vllm():
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'vllm' or name.startswith('vllm.'):\n"
+        "            raise ImportError('vllm imported at module import time')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import saber_resources.llm.vllm_backend as m\n"
+        "assert 'vllm' not in sys.modules\n"
+        "print(m.VLLMBackend(model='x').identity()['backend'])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "vllm"
+
+
+def test_sampling_kwargs_and_messages():
+    plain = _req("hello", max_tokens=64, temperature=0.7, top_p=0.95, seed=3)
+    assert sampling_kwargs(plain) == {
+        "max_tokens": 64,
+        "temperature": 0.7,
+        "top_p": 0.95,
+        "seed": 3,
+    }
+    judged = _req("which?", choices=("1", "2"), logprobs=True)
+    kwargs = sampling_kwargs(judged, top_logprobs=8)
+    assert kwargs["logprobs"] == 8
+    assert kwargs["structured_outputs"] == {"choice": ["1", "2"]}
+    assert (kwargs["max_tokens"], kwargs["temperature"], kwargs["seed"]) == (256, 0.0, 0)
+    assert chat_messages(judged) == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "which?"},
+    ]
+
+
+def test_grouping_preserves_order():
+    requests = [
+        _req("a"),
+        _req("b", choices=("1", "2"), logprobs=True),
+        _req("c"),
+        _req("d", seed=1),
+        _req("e", choices=("1", "2"), logprobs=True),
+        _req("f", choices=("2", "1"), logprobs=True),
+    ]
+    groups = group_requests(requests)
+    assert [indices for _, indices in groups] == [[0, 2], [1, 4], [3], [5]]
+    assert groups[2][0]["seed"] == 1
+    assert groups[3][0]["structured_outputs"] == {"choice": ["2", "1"]}
+
+
+def test_result_from_output_text_tokens_and_choice_logprobs():
+    request = _req("q", choices=("1", "2", "3"), logprobs=True)
+    first = {11: _lp(-0.1, "1"), 12: _lp(-2.5, " 2"), 13: _lp(-3.0, "2"), 14: _lp(-7.0, "x")}
+    result = result_from_output(_output("1", "42", logprobs=[first, {15: _lp(0.0, "")}]), request)
+    assert result.text == "1"
+    assert result.response_id == "vllm-42"
+    assert (result.prompt_tokens, result.completion_tokens) == (9, 1)
+    assert result.error is None
+    assert result.extra["finish_reason"] == "stop"
+    assert result.choice_logprobs["1"] == pytest.approx(-0.1)
+    assert result.choice_logprobs["2"] == pytest.approx(math.log(math.exp(-2.5) + math.exp(-3.0)))
+    assert "3" not in result.choice_logprobs  # not in the top-k: omitted
+
+
+def test_result_from_output_without_logprobs_or_completion():
+    plain = result_from_output(_output("an idea"), _req("q"))
+    assert plain.text == "an idea" and plain.choice_logprobs is None
+    assert plain.completion_tokens == len("an idea")
+    no_lp = result_from_output(_output("1"), _req("q", choices=("1", "2"), logprobs=True))
+    assert no_lp.choice_logprobs is None
+    empty = result_from_output(SimpleNamespace(request_id="1", outputs=[]), _req("q"))
+    assert empty.error is not None and empty.text == ""
+
+
+def test_generate_without_vllm_raises_gpu_extra_hint(monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError, even if installed
+    with pytest.raises(ImportError, match=r"\[gpu\]"):
+        VLLMBackend(model="m").generate([_req("a")])
+
+
+def test_identity_and_engine_kwargs():
+    backend = VLLMBackend(model="org/m", tensor_parallel_size=2, max_model_len=4096)
+    assert backend.identity() == {"backend": "vllm", "model": "org/m", "tensor_parallel_size": "2"}
+    assert backend.engine_kwargs() == {
+        "model": "org/m",
+        "tensor_parallel_size": 2,
+        "gpu_memory_utilization": 0.9,
+        "enable_prefix_caching": True,
+        "dtype": "auto",
+        "max_model_len": 4096,
+    }
+    assert "download_dir" not in backend.engine_kwargs()
+    assert VLLMBackend(model="m", reasoning_effort="low").identity()["reasoning_effort"] == "low"
+
+
+# -- the full generate path against a fake ``vllm`` module -----------------------------------
+
+
+class FakeState:
+    def __init__(self) -> None:
+        self.inits: list[dict] = []
+        self.chats: list[dict] = []
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    """A ``vllm`` module whose LLM answers ``ans:<user text>`` and records every call."""
+    state = FakeState()
+
+    class SamplingParams:
+        def __init__(self, **kwargs):
+            self.kwargs = kwargs
+
+    class StructuredOutputsParams:
+        def __init__(self, choice=None):
+            self.choice = choice
+
+    class LLM:
+        def __init__(self, **kwargs):
+            state.inits.append(kwargs)
+            self.counter = 0
+
+        def chat(self, messages, sampling_params=None, use_tqdm=True, chat_template_kwargs=None):
+            state.chats.append(
+                {
+                    "messages": messages,
+                    "params": sampling_params,
+                    "use_tqdm": use_tqdm,
+                    "template": chat_template_kwargs,
+                }
+            )
+            outputs = []
+            for conversation in messages:
+                user = conversation[-1]["content"]
+                if user == "too-long":
+                    raise ValueError("prompt longer than max_model_len")
+                logprobs = None
+                if sampling_params.kwargs.get("logprobs"):
+                    logprobs = [{1: _lp(-0.3, "1"), 2: _lp(-1.4, "2")}]
+                outputs.append(_output(f"ans:{user}", str(self.counter), logprobs))
+                self.counter += 1
+            return outputs
+
+    module = types.ModuleType("vllm")
+    module.LLM = LLM
+    module.SamplingParams = SamplingParams
+    sp_module = types.ModuleType("vllm.sampling_params")
+    sp_module.SamplingParams = SamplingParams
+    sp_module.StructuredOutputsParams = StructuredOutputsParams
+    module.sampling_params = sp_module
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    monkeypatch.setitem(sys.modules, "vllm.sampling_params", sp_module)
+    vllm_backend.clear_engine_cache()
+    yield state
+    vllm_backend.clear_engine_cache()
+
+
+def test_generate_end_to_end_with_fake_vllm(fake_vllm):
+    backend = VLLMBackend(model="org/m", tensor_parallel_size=2, download_dir="/w")
+    requests = [
+        _req("a"),
+        _req("b", choices=("1", "2"), logprobs=True),
+        _req("c"),
+        _req("d", choices=("1", "2"), logprobs=True),
+        _req("e", temperature=0.5, seed=9),
+    ]
+    results = backend.generate(requests)
+    assert [r.text for r in results] == ["ans:a", "ans:b", "ans:c", "ans:d", "ans:e"]
+    assert all(r.error is None for r in results)
+    assert results[1].choice_logprobs == {"1": -0.3, "2": -1.4}
+    assert results[0].choice_logprobs is None
+    assert len(fake_vllm.chats) == 3  # one batch per distinct sampling params
+    batches = [[c[-1]["content"] for c in chat["messages"]] for chat in fake_vllm.chats]
+    assert batches == [["a", "c"], ["b", "d"], ["e"]]
+    guided = fake_vllm.chats[1]["params"].kwargs
+    assert guided["structured_outputs"].choice == ["1", "2"]
+    assert guided["logprobs"] == 5
+    assert fake_vllm.chats[2]["params"].kwargs["seed"] == 9
+    assert fake_vllm.chats[0]["use_tqdm"] is False
+    assert fake_vllm.chats[0]["template"] is None
+    assert fake_vllm.inits == [
+        {
+            "model": "org/m",
+            "tensor_parallel_size": 2,
+            "gpu_memory_utilization": 0.9,
+            "enable_prefix_caching": True,
+            "dtype": "auto",
+            "download_dir": "/w",
+        }
+    ]
+
+
+def test_engine_built_once_per_config(fake_vllm):
+    VLLMBackend(model="org/m").generate([_req("a")])
+    VLLMBackend(model="org/m").generate([_req("b")])
+    assert len(fake_vllm.inits) == 1
+    VLLMBackend(model="org/m", max_model_len=2048).generate([_req("c")])
+    assert len(fake_vllm.inits) == 2
+    assert fake_vllm.inits[1]["max_model_len"] == 2048
+    assert VLLMBackend(model="org/m").generate([]) == []
+
+
+def test_reasoning_effort_goes_to_chat_template(fake_vllm):
+    VLLMBackend(model="openai/gpt-oss-20b", reasoning_effort="high").generate([_req("a")])
+    assert fake_vllm.chats[0]["template"] == {"reasoning_effort": "high"}
+
+
+def test_failing_prompt_is_isolated_in_its_batch(fake_vllm):
+    results = VLLMBackend(model="org/m").generate([_req("a"), _req("too-long"), _req("c")])
+    assert [r.text for r in results] == ["ans:a", "", "ans:c"]
+    assert results[0].error is None and results[2].error is None
+    assert "max_model_len" in results[1].error
