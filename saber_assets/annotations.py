@@ -10,7 +10,7 @@ kept), and counted.
 import dagster as dg
 import polars as pl
 
-from saber_assets.runtime import StageOutput, materialize_stage
+from saber_assets.runtime import StageOutput, fail_on_backend_errors, materialize_stage
 from saber_core.text import TOKENIZER_VERSION
 from saber_resources.annotators import llm_summaries, llm_topics
 from saber_resources.config import BuildConfig
@@ -85,6 +85,7 @@ def summaries(
                 build.seed,
                 _progress(context, "summaries"),
             )
+            fail_on_backend_errors("summaries", stats.errors, stats.calls, stats.hits)
             figures = _call_figures(stats)
         table = table.with_columns(pl.lit(TOKENIZER_VERSION).alias("tokenizer_version"))
         words = table["summary"].str.split(" ").list.len()
@@ -147,6 +148,7 @@ def topic_annotations(
                 build.seed,
                 _progress(context, "topics"),
             )
+            fail_on_backend_errors("topics", stats.errors, stats.calls, stats.hits)
             valid = valid.join(nodes, on="topic_id", how="inner", maintain_order="left")
             figures = _call_figures(stats)
         per_doc = valid.group_by("doc_id").len()["len"]

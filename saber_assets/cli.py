@@ -15,7 +15,7 @@ from saber_assets.export import write_export
 from saber_assets.lineage import lineage_report
 from saber_resources.config import BuildConfig, load_build_config
 from saber_resources.llm.base import LLMBackend
-from saber_resources.storage import DuckDBStore
+from saber_resources.storage import BuildLockedError, DuckDBStore, build_lock
 
 
 def _instance() -> dg.DagsterInstance:
@@ -33,7 +33,8 @@ def run_build(
 ) -> dg.ExecuteInProcessResult:
     """Materialize the whole graph in-process (run history kept under ``DAGSTER_HOME``)."""
     job = build_definitions(build, backend).resolve_job_def(BUILD_JOB)
-    return job.execute_in_process(instance=instance or _instance(), raise_on_error=True)
+    with build_lock(build.home_path):
+        return job.execute_in_process(instance=instance or _instance(), raise_on_error=True)
 
 
 def summary(store: DuckDBStore, export_dir: Path) -> str:
@@ -74,7 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     build = load_build_config(args.profile)
     store = DuckDBStore(database=str(build.database_path))
     if args.command == "build":
-        result = run_build(build)
+        try:
+            result = run_build(build)
+        except BuildLockedError as err:
+            print(f"saber build: {err}", file=sys.stderr)
+            return 2
         if not result.success:
             return 1
         print(summary(store, build.export_dir))

@@ -71,6 +71,13 @@ def candidate_pools(
                     )
                 )
         outcomes = pl.DataFrame(outcome_rows, infer_schema_length=None)
+        if not pool_rows:
+            reasons = outcomes.group_by("reason").len().sort("len", descending=True)
+            raise ValueError(
+                f"no query got a pool of {config.pool_size}: "
+                + "; ".join(f"{n} × {r}" for r, n in reasons.head(3).rows())
+                + " (corpus too small for the configured pool sizes?)"
+            )
         pools = pl.concat(pool_rows) if pool_rows else pl.DataFrame()
         status = dict(outcomes.group_by("status").len().sort("status").rows())
         return StageOutput(

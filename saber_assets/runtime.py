@@ -175,3 +175,21 @@ def check(name: str, passed: bool, description: str, **metadata: Any) -> dg.Asse
         description=description,
         metadata={k: _metadata_value(v) for k, v in metadata.items()},
     )
+
+
+class BackendUnavailableError(RuntimeError):
+    """LLM calls failed after the backend's own retries (server down, timeouts, 5xx)."""
+
+
+def fail_on_backend_errors(stage: str, errors: int, calls: int, cached: int) -> None:
+    """Stop a stage whose LLM calls failed, asking Dagster to retry it (transient errors only).
+
+    Answers received so far are already in the call cache, so the retry pays only for the rest.
+    """
+    if errors == 0:
+        return
+    cause = BackendUnavailableError(
+        f"{stage}: {errors} of {calls} LLM calls failed after the backend's retries "
+        f"({cached} answers are cached; a retry pays only for the rest)"
+    )
+    raise dg.RetryRequested(max_retries=2, seconds_to_wait=10) from cause

@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 
 from saber_assets.common import full_text
-from saber_assets.runtime import StageOutput, check, materialize_stage
+from saber_assets.runtime import StageOutput, check, fail_on_backend_errors, materialize_stage
 from saber_core.bradley_terry import fit_bradley_terry, rescale_ratings
 from saber_core.tournament import swiss_round
 from saber_resources.config import BuildConfig
@@ -80,6 +80,8 @@ def make_round_asset(r: int) -> dg.AssetsDefinition:
             second = [text[docs[i, p]] for i, p in zip(q_idx, pos_b, strict=True)]
             context.log.info(f"{name}: judging {len(qs)} pairs for {len(query_ids)} queries")
             verdict = judge.judge(qs, first, second, store, context.run.run_id)
+            s = verdict.stats
+            fail_on_backend_errors(name, s.errors, s.calls, s.hits)
             p = verdict.p_first
             outcome = np.where(p > 0.5, 1.0, np.where(p < 0.5, 0.0, np.nan))
             table = pl.DataFrame(

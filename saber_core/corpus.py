@@ -15,8 +15,10 @@ summary     string, optional        a human-written solution summary (generator-
 topics      list of strings, opt.   human topic annotations: ontology node ids
 =========== ======================= ==========================================================
 
-A row whose problem text equals an earlier row's (after whitespace folding and lower-casing) is
-quarantined as a duplicate text. ``len(corpus) + len(quarantine) == len(input)`` always holds.
+A row that could not be read (invalid UTF-8 or JSON: a ``_read_error`` from the reader) is
+quarantined with that error. A row whose problem text equals an earlier row's (after white
+space folding and lower-casing) is quarantined as a duplicate text.
+``len(corpus) + len(quarantine) == len(input)`` always holds.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ def validate_corpus(frame: pl.DataFrame, max_chars: int = DEFAULT_MAX_CHARS) -> 
 
     Raises ValueError if a required column is missing altogether (a file-level error).
     """
+    if "_read_error" not in frame.columns:
+        frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias("_read_error"))
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
         raise ValueError(f"corpus is missing required column(s) {missing}; see saber_core.corpus")
@@ -65,7 +69,9 @@ def validate_corpus(frame: pl.DataFrame, max_chars: int = DEFAULT_MAX_CHARS) -> 
         pl.col("domain").fill_null(OPTIONAL_DEFAULTS["domain"]),
     )
 
-    checks: list[tuple[str, pl.Expr, str]] = []
+    checks: list[tuple[str, pl.Expr, str]] = [
+        ("line", pl.col("_read_error").is_not_null(), "unreadable row")
+    ]
     for column in REQUIRED:
         checks.append((column, pl.col(column).is_null(), f"missing {column}"))
         checks.append((column, pl.col(column) == "", f"empty {column}"))
@@ -82,7 +88,12 @@ def validate_corpus(frame: pl.DataFrame, max_chars: int = DEFAULT_MAX_CHARS) -> 
     for column, condition, message in reversed(checks):
         reason = pl.when(condition.fill_null(False)).then(pl.lit(message)).otherwise(reason)
         field = pl.when(condition.fill_null(False)).then(pl.lit(column)).otherwise(field)
-    frame = frame.with_columns(reason=reason, field=field)
+    frame = frame.with_columns(
+        reason=pl.when(pl.col("_read_error").is_not_null())
+        .then(pl.col("_read_error"))
+        .otherwise(reason),
+        field=field,
+    )
 
     # duplicates are judged among rows that passed the field checks, first occurrence wins
     text_key = pl.col("problem").str.to_lowercase().str.replace_all(r"\s+", " ")

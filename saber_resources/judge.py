@@ -30,7 +30,7 @@ import numpy as np
 from saber_core.parsing import choice_probability, combine_orders, parse_judge_answer
 from saber_resources.embedder import default_embedder_path, embed_texts
 from saber_resources.llm.base import LLMBackend, LLMRequest
-from saber_resources.llm.cache import CachedLLM, CallStats
+from saber_resources.llm.cache import CachedLLM, CallStats, Dispatch
 from saber_resources.prompts import load_prompt
 from saber_resources.storage import DuckDBStore
 
@@ -57,8 +57,12 @@ class PairwiseJudge(dg.ConfigurableResource, ABC):
         second: list[str],
         store: DuckDBStore,
         run_id: str,
+        dispatch: Dispatch | None = None,
     ) -> JudgeOutput:
-        """Judge each (query, first, second) triple; LLM calls go through the store's cache."""
+        """Judge each (query, first, second) triple; LLM calls go through the store's cache.
+
+        ``dispatch`` runs cache misses elsewhere (e.g. SLURM jobs) instead of in-process.
+        """
 
     @abstractmethod
     def provenance(self) -> dict[str, str]:
@@ -78,6 +82,7 @@ class EmbeddingJudge(PairwiseJudge):
         second: list[str],
         store: DuckDBStore,
         run_id: str,
+        dispatch: Dispatch | None = None,
     ) -> JudgeOutput:
         """``p_first = σ((cos(q, a) − cos(q, b)) / T)``; identical scores give exactly 0.5."""
         n = len(queries)
@@ -162,9 +167,10 @@ class LLMJudge(PairwiseJudge):
         second: list[str],
         store: DuckDBStore,
         run_id: str,
+        dispatch: Dispatch | None = None,
     ) -> JudgeOutput:
         """Judge each pair (and its swap when ``both_orders``); unparsable twice → dropped."""
-        cached = CachedLLM(self.backend, store, run_id)
+        cached = CachedLLM(self.backend, store, run_id, dispatch=dispatch)
         stats = CallStats()
         forward = list(zip(queries, first, second, strict=True))
         p_fwd, why_fwd, raw_fwd, keys_fwd = self._ask(cached, forward, stats)

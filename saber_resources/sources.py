@@ -20,6 +20,7 @@ Combinatorics → Combinatorics, Inequality → Algebra, Polynomial → Algebra,
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import polars as pl
@@ -91,13 +92,37 @@ def champ_ontology() -> pl.DataFrame:
     return pl.DataFrame(rows, schema_overrides={"parent_ids": pl.List(pl.String)})
 
 
+def read_jsonl_rows(path: Path) -> pl.DataFrame:
+    """JSONL rows; a line that is not UTF-8 or not a JSON object becomes a row whose
+    ``_read_error`` says why (and where), so validation quarantines it instead of failing."""
+    rows: list[dict] = []
+    for number, raw in enumerate(path.read_bytes().splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            rows.append({"_read_error": f"line {number}: invalid UTF-8 at byte {err.start}"})
+            continue
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as err:
+            rows.append({"_read_error": f"line {number}: invalid JSON ({err.msg})"})
+            continue
+        if not isinstance(value, dict):
+            rows.append({"_read_error": f"line {number}: not a JSON object"})
+            continue
+        rows.append(value)
+    return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
+
+
 def read_corpus_file(path: str | Path) -> pl.DataFrame:
     """Read a user corpus from ``.parquet`` or ``.jsonl`` (schema in ``saber_core.corpus``)."""
     path = Path(path)
     if path.suffix.lower() == ".parquet":
         return pl.read_parquet(path)
     if path.suffix.lower() in (".jsonl", ".ndjson"):
-        return pl.read_ndjson(path, infer_schema_length=None)
+        return read_jsonl_rows(path)
     raise ValueError(f"{path}: unsupported corpus format (use .parquet or .jsonl)")
 
 

@@ -9,8 +9,11 @@ changed reuses the stored table instead of recomputing it.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -57,13 +60,30 @@ class DuckDBStore(dg.ConfigurableResource):
 
     database: str
 
+    lock_timeout_s: float = 120.0
+
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection that is closed afterwards (DuckDB allows one writing process)."""
+        """A short-lived connection, closed afterwards.
+
+        DuckDB lets one process at a time open the file; another process holding it makes the
+        open fail, so opening is retried with backoff for up to ``lock_timeout_s`` (operations of
+        concurrent processes take turns, the file is never shared mid-transaction).
+        """
         path = Path(self.database)
         if not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
-        con = duckdb.connect(str(path), read_only=read_only)
+        deadline = time.monotonic() + self.lock_timeout_s
+        delay = 0.05
+        while True:
+            try:
+                con = duckdb.connect(str(path), read_only=read_only)
+                break
+            except duckdb.IOException as err:
+                if "lock" not in str(err).lower() or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
         try:
             yield con
         finally:
@@ -144,3 +164,38 @@ class DuckDBStore(dg.ConfigurableResource):
                     datetime.now(UTC),
                 ],
             )
+
+
+class BuildLockedError(RuntimeError):
+    """Another build holds the SABER home's build lock."""
+
+
+@contextmanager
+def build_lock(home: Path) -> Iterator[None]:
+    """Hold ``<home>/build.lock`` for a whole build; a second build stops at once, clearly."""
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "build.lock"
+    handle = path.open("a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "unknown"
+        handle.close()
+        raise BuildLockedError(
+            f"another SABER build is running on {home} ({holder}); wait for it to finish or "
+            "use another SABER_HOME"
+        ) from None
+    try:
+        handle.seek(0)
+        handle.truncate()
+        handle.write(
+            f"pid {os.getpid()}, started {datetime.now(UTC).isoformat(timespec='seconds')}"
+        )
+        handle.flush()
+        yield
+    finally:
+        handle.seek(0)
+        handle.truncate()
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()

@@ -2,6 +2,7 @@
 
 import hashlib
 import re
+import time
 from collections import Counter
 from collections.abc import Sequence
 
@@ -27,6 +28,7 @@ class ScriptedBackend(LLMBackend):
 
     name: str = "scripted"
     garbage: dict[str, str] = Field(default_factory=dict)
+    delay_s: float = 0.0
 
     def identity(self) -> dict[str, str]:
         return {"backend": "scripted", "model": self.name}
@@ -34,6 +36,7 @@ class ScriptedBackend(LLMBackend):
     def generate(self, requests: Sequence[LLMRequest]) -> list[LLMResult]:
         out = []
         for r in requests:
+            time.sleep(self.delay_s)
             CALLS[r.prompt_id.split("@")[0]] += 1
             text = "\n".join(m.content for m in r.messages)
             bad = [v for k, v in self.garbage.items() if k in text]

@@ -37,14 +37,22 @@ class CallStats:
     errors: int = 0
 
 
+Dispatch = Callable[[list[LLMRequest]], list[LLMResult]]
+
+
 @dataclass
 class CachedLLM:
-    """A backend behind the DuckDB call cache, for one run."""
+    """A backend behind the DuckDB call cache, for one run.
+
+    Cache misses go to ``dispatch`` when given (e.g. SLURM jobs running the backend on GPU
+    nodes), else to ``backend.generate`` in-process; either way they are stored as they arrive.
+    """
 
     backend: LLMBackend
     store: DuckDBStore
     run_id: str
     chunk_size: int = 64
+    dispatch: Dispatch | None = None
 
     def generate(
         self,
@@ -60,7 +68,7 @@ class CachedLLM:
         by_key = {k: r for k, r in zip(keys, requests, strict=True)}
         for start in range(0, len(missing), self.chunk_size):
             chunk = missing[start : start + self.chunk_size]
-            results = self.backend.generate([by_key[k] for k in chunk])
+            results = (self.dispatch or self.backend.generate)([by_key[k] for k in chunk])
             stats.calls += len(chunk)
             good = [(k, r) for k, r in zip(chunk, results, strict=True) if r.error is None]
             stats.errors += len(chunk) - len(good)
