@@ -8,6 +8,7 @@ import dagster as dg
 
 from saber_assets.annotations import summaries, topic_annotations
 from saber_assets.corpus import corpus, ontology
+from saber_assets.evaluation import leaderboard, retriever_runs
 from saber_assets.export import benchmark_export
 from saber_assets.pools import candidate_pools
 from saber_assets.report import build_report
@@ -22,6 +23,7 @@ from saber_resources.llm.vllm_backend import VLLMBackend
 from saber_resources.storage import DuckDBStore
 
 BUILD_JOB = "build_benchmark"
+EVAL_JOB = "evaluate_benchmark"
 API_KEY_ENV = "SABER_API_KEY"
 
 
@@ -79,13 +81,22 @@ def build_definitions(
         *make_judgment_assets(build.rounds),
         benchmark_export,
         build_report,
+        retriever_runs,
+        leaderboard,
     ]
     job = dg.define_asset_job(
-        BUILD_JOB, selection=dg.AssetSelection.all(), description="The whole SABER build."
+        BUILD_JOB,
+        selection=dg.AssetSelection.all() - dg.AssetSelection.groups("evaluation"),
+        description="The whole SABER build.",
+    )
+    eval_job = dg.define_asset_job(
+        EVAL_JOB,
+        selection=dg.AssetSelection.groups("evaluation"),
+        description="Evaluate retrievers on the export and refresh the leaderboard.",
     )
     return dg.Definitions(
         assets=assets,
-        jobs=[job],
+        jobs=[job, eval_job],
         resources={
             "build": build,
             "store": DuckDBStore(database=str(build.database_path)),

@@ -21,6 +21,8 @@ STAGES = [
     "bt_ratings",
     "benchmark_export",
     "build_report",
+    "retriever_runs",
+    "leaderboard",
 ]
 CHECKS = {
     ("corpus", "counts_reconcile"),

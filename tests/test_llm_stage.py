@@ -152,3 +152,37 @@ def test_lineage_prints_full_chain(llm_build):
         (pl.col("query_id") == query_id) & (pl.col("doc_id") == doc_id)
     )["games"][0]
     assert text.count("    round ") == 2 * build.rounds >= n_games  # two calls per judgment
+
+
+def test_changed_corpus_rows_redo_only_what_they_touch(tmp_path):
+    from saber_resources.sources import champ_corpus
+
+    corpus = champ_corpus().head(40)
+    path = tmp_path / "corpus.jsonl"
+    corpus.write_ndjson(path)
+    build = load_build_config("tiny", home=str(tmp_path / "home"), corpus=str(path), **LLM_PROFILE)
+    CALLS.clear()
+    assert run_build(build, dg.DagsterInstance.ephemeral(), ScriptedBackend()).success
+    store = DuckDBStore(database=str(build.database_path))
+    queries = set(store.read_table("queries")["query_id"])
+    pools = store.read_table("candidate_pools")
+    # change the solutions of two documents that are candidates but not queries
+    changed = [d for d in pools["doc_id"].unique(maintain_order=True) if d not in queries][:2]
+    edited = corpus.with_columns(
+        pl.when(pl.col("doc_id").is_in(changed))
+        .then(pl.col("solution") + " An alternative argument uses generating functions.")
+        .otherwise(pl.col("solution"))
+        .alias("solution")
+    )
+    edited.write_ndjson(path)
+    before = store.read_table("judgments")
+    CALLS.clear()
+    assert run_build(build, dg.DagsterInstance.ephemeral(), ScriptedBackend()).success
+    assert CALLS["summary"] == 2 and CALLS["topics"] == 2
+    touching = before.filter(pl.col("cand_a").is_in(changed) | pl.col("cand_b").is_in(changed))
+    after = store.read_table("judgments")
+    new_pairs = after.join(before, on=["query_id", "cand_a", "cand_b"], how="anti")
+    # the judge is asked again only for judgments that show a changed document (both orders),
+    # plus pairs that the changed standings newly created
+    assert 0 < CALLS["judge"] <= 2 * (touching.height + new_pairs.height)
+    assert CALLS["judge"] < 2 * after.height / 2

@@ -1,0 +1,41 @@
+"""Retriever evaluation on a SABER benchmark directory (Dagster-free).
+
+A benchmark directory in the export format (``queries.jsonl`` + ``corpus.jsonl``) is evaluated
+per retriever and task setting: a TREC run file, per-query nDCG@10 (exponential gain, ideal over
+all candidates — ``saber_core.metrics``), per-domain means and the median wall-clock latency per
+reranking task. Results accumulate in a leaderboard (DuckDB table, CSV, Markdown, plots), can be
+logged to MLflow, and two retrievers can be compared with a paired randomization test.
+
+Modules: ``benchmark`` (loading, settings, texts), ``registry`` (``retrievers.yaml``, input
+envelopes), ``cache`` (embedding cache keyed by the exact text sent), ``retrievers``,
+``runner`` (timing, metrics, run outputs), ``runfile`` (TREC run files), ``leaderboard``,
+``plots`` (incl. the Pareto frontier), ``significance``, ``tracking`` (MLflow), ``cli``
+(``eval_main``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+@lru_cache(maxsize=1)
+def code_hash() -> str:
+    """sha256 (first 12 hex) of this package's sources and the pointwise prompt: the eval code."""
+    root = PACKAGE_DIR.parent
+    digest = hashlib.sha256()
+    for path in [*sorted(PACKAGE_DIR.glob("*.py")), root / "prompts" / "pointwise.md"]:
+        if path.exists():
+            digest.update(path.relative_to(root).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def eval_main(argv: list[str]) -> int:
+    """The ``saber eval`` subcommand (see ``saber_eval.cli``)."""
+    from saber_eval.cli import eval_main as _main
+
+    return _main(argv)

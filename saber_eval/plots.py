@@ -1,0 +1,181 @@
+"""Leaderboard plots (matplotlib, Agg, PNG) and the quality–latency Pareto frontier.
+
+* ``quality_latency.png`` — nDCG@10 vs median latency per reranking task (log x), one panel per
+  setting, points coloured by kind, each kind's Pareto frontier drawn as a step line;
+* ``per_domain.png`` — per-domain nDCG@10 bars of every retriever (main setting);
+* ``release_date.png`` — nDCG@10 vs release date for retrievers whose date is known (main
+  setting); not written when no date is known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from saber_eval.benchmark import MAIN_SETTING, SETTINGS
+from saber_eval.registry import KINDS
+from saber_eval.runner import METRIC
+
+KIND_COLOURS = {"single-pass": "tab:blue", "reranker": "tab:red"}
+MIN_LATENCY = 1e-6  # log axis floor (seconds)
+
+
+def pareto_frontier(latency: Sequence[float], quality: Sequence[float]) -> np.ndarray:
+    """Boolean mask of the non-dominated points (low latency and high quality are better).
+
+    Point p is dominated iff some q has latency_q ≤ latency_p and quality_q ≥ quality_p with at
+    least one strict; identical points do not dominate each other. NaN points are never on it.
+    One sort, O(n log n): sweep by latency, keeping the best quality of strictly faster points.
+    """
+    lat = np.asarray(latency, dtype=np.float64)
+    qual = np.asarray(quality, dtype=np.float64)
+    mask = np.zeros(len(lat), dtype=bool)
+    valid = np.flatnonzero(np.isfinite(lat) & np.isfinite(qual))
+    order = valid[np.lexsort((-qual[valid], lat[valid]))]
+    best_faster = -np.inf
+    start = 0
+    while start < len(order):
+        stop = start
+        while stop < len(order) and lat[order[stop]] == lat[order[start]]:
+            stop += 1
+        group = order[start:stop]
+        top = qual[group].max()
+        if top > best_faster:
+            mask[group[qual[group] == top]] = True
+        best_faster = max(best_faster, top)
+        start = stop
+    return mask
+
+
+def main_setting(frame: pl.DataFrame) -> str:
+    """The main setting when present, else the first setting on the board."""
+    present = frame["setting"].unique().to_list()
+    if MAIN_SETTING in present:
+        return MAIN_SETTING
+    return next(s for s in [*SETTINGS, *sorted(present)] if s in present)
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def quality_latency_plot(frame: pl.DataFrame, path: Path) -> Path:
+    """nDCG@10 vs median latency (log x), frontier per kind, one panel per setting."""
+    plt = _pyplot()
+    settings = [s for s in SETTINGS if s in set(frame["setting"])] or sorted(set(frame["setting"]))
+    fig, axes = plt.subplots(
+        1, len(settings), figsize=(5.5 * len(settings), 4.2), sharey=True, squeeze=False
+    )
+    for ax, setting in zip(axes[0], settings, strict=True):
+        part = frame.filter(pl.col("setting") == setting)
+        for kind in KINDS:
+            rows = part.filter(pl.col("kind") == kind)
+            if rows.height == 0:
+                continue
+            lat = np.maximum(rows["median_latency_s"].to_numpy(), MIN_LATENCY)
+            qual = rows[METRIC].to_numpy()
+            colour = KIND_COLOURS.get(kind, "tab:gray")
+            ax.scatter(lat, qual, color=colour, label=kind, zorder=3)
+            for x, y, name in zip(lat, qual, rows["retriever"], strict=True):
+                ax.annotate(name, (x, y), fontsize=7, xytext=(4, 3), textcoords="offset points")
+            on = pareto_frontier(lat, qual)
+            order = np.argsort(lat[on])
+            ax.plot(
+                lat[on][order],
+                qual[on][order],
+                drawstyle="steps-post",
+                color=colour,
+                alpha=0.6,
+                label=f"{kind} frontier",
+            )
+        ax.set_xscale("log")
+        ax.margins(x=0.3, y=0.1)
+        ax.set_xlabel("median latency per reranking task (s, log)")
+        ax.set_title(setting)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel(METRIC)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def per_domain_plot(frame: pl.DataFrame, domains: list[str], path: Path) -> Path:
+    """Grouped bars: per-domain nDCG@10 of each retriever (main setting)."""
+    plt = _pyplot()
+    setting = main_setting(frame)
+    part = frame.filter(pl.col("setting") == setting)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(domains) + 2), 4))
+    width = 0.8 / max(part.height, 1)
+    x = np.arange(len(domains))
+    for i, row in enumerate(part.iter_rows(named=True)):
+        values = [row[d] if row[d] is not None else np.nan for d in domains]
+        ax.bar(x + i * width - 0.4 + width / 2, values, width, label=row["retriever"])
+    ax.set_xticks(x, domains, rotation=20)
+    ax.set_ylim(0, 1.2)  # room for the legend above the bars (nDCG ≤ 1)
+    ax.set_ylabel(METRIC)
+    ax.set_title(f"{METRIC} per domain ({setting})")
+    ax.legend(fontsize=7, loc="upper center", ncol=min(3, max(part.height, 1)))
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def release_date_plot(frame: pl.DataFrame, path: Path) -> Path | None:
+    """nDCG@10 vs release date (main setting), retrievers with a known date only; else None."""
+    part = frame.filter(
+        (pl.col("setting") == main_setting(frame)) & pl.col("release_date").is_not_null()
+    )
+    if part.height == 0:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for kind in KINDS:
+        rows = part.filter(pl.col("kind") == kind)
+        if rows.height:
+            ax.scatter(
+                rows["release_date"].to_list(),
+                rows[METRIC].to_numpy(),
+                color=KIND_COLOURS.get(kind),
+                label=kind,
+            )
+            for d, y, name in zip(
+                rows["release_date"], rows[METRIC], rows["retriever"], strict=True
+            ):
+                ax.annotate(name, (d, y), fontsize=7, xytext=(4, 3), textcoords="offset points")
+    ax.set_xlabel("release date")
+    ax.set_ylabel(METRIC)
+    ax.set_title(f"{METRIC} vs release date ({main_setting(frame)})")
+    ax.legend(fontsize=7)
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def write_plots(frame: pl.DataFrame, folder: Path) -> dict[str, Path]:
+    """Every plot of a leaderboard frame, written into ``folder``."""
+    from saber_eval.leaderboard import public_columns
+
+    domains = public_columns(frame)[3:-2]
+    plots = {
+        "quality_latency": quality_latency_plot(frame, folder / "quality_latency.png"),
+        "per_domain": per_domain_plot(frame, domains, folder / "per_domain.png"),
+    }
+    dated = release_date_plot(frame, folder / "release_date.png")
+    if dated is not None:
+        plots["release_date"] = dated
+    elif (folder / "release_date.png").exists():
+        (folder / "release_date.png").unlink()
+    return plots

@@ -1,0 +1,136 @@
+"""The retriever registry (``retrievers.yaml``): display name, kind, release date, envelopes.
+
+An entry is keyed by the exact retriever spec (``bm25``, ``st:minilm``, ``st:BAAI/...``). Its
+input envelope is what the vendor documents for the model and is applied to every text before
+it reaches the model (and before the embedding cache, which is keyed by the text sent)::
+
+    query    = query_prefix + template.format(instruction=instruction, query=text)  # instruction
+    query    = query_prefix + text                                                  # otherwise
+    document = document_prefix + text
+
+with the default template ``Instruct: {instruction}\\nQuery: {query}``. A spec without an entry
+gets a default one: no envelope, display name = the spec, kind ``reranker`` for ``ce:``/``llm:``
+and ``single-pass`` otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Literal
+
+import yaml
+
+REGISTRY_PATH = Path(__file__).resolve().parents[1] / "retrievers.yaml"
+INSTRUCTION_TEMPLATE = "Instruct: {instruction}\nQuery: {query}"
+Kind = Literal["single-pass", "reranker"]
+KINDS: tuple[str, ...] = ("single-pass", "reranker")
+FIELDS = {
+    "display_name",
+    "kind",
+    "release_date",
+    "query_prefix",
+    "document_prefix",
+    "instruction",
+    "instruction_template",
+    "notes",
+}
+
+
+@dataclass(frozen=True)
+class RetrieverEntry:
+    """One registry entry."""
+
+    spec: str
+    display_name: str
+    kind: Kind
+    release_date: date | None = None
+    query_prefix: str = ""
+    document_prefix: str = ""
+    instruction: str = ""
+    instruction_template: str = INSTRUCTION_TEMPLATE
+    notes: str = ""
+
+    def envelope_query(self, text: str) -> str:
+        """The query text sent to the model."""
+        if self.instruction:
+            text = self.instruction_template.format(instruction=self.instruction, query=text)
+        return self.query_prefix + text
+
+    def envelope_document(self, text: str) -> str:
+        """The document text sent to the model."""
+        return self.document_prefix + text
+
+    def envelope(self) -> dict[str, str]:
+        """The envelope as a dict (recorded with every run)."""
+        return {
+            "query_prefix": self.query_prefix,
+            "document_prefix": self.document_prefix,
+            "instruction": self.instruction,
+            "instruction_template": self.instruction_template if self.instruction else "",
+        }
+
+
+def default_kind(spec: str) -> Kind:
+    """``reranker`` for cross-encoders and LLM scorers, ``single-pass`` otherwise."""
+    return "reranker" if spec.startswith(("ce:", "llm:")) else "single-pass"
+
+
+def parse_date(value: object) -> date | None:
+    """``YYYY-MM-DD``, ``YYYY-MM`` (day 1) or ``YYYY`` (1 January); empty/None → None."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, date):
+        return value
+    text = str(value)
+    parts = [int(p) for p in text.split("-")]
+    if not 1 <= len(parts) <= 3:
+        raise ValueError(f"release_date {text!r}: use YYYY-MM-DD, YYYY-MM or YYYY")
+    return date(*(parts + [1] * (3 - len(parts))))
+
+
+@dataclass(frozen=True)
+class Registry:
+    """All entries of a registry file, with its content hash."""
+
+    entries: dict[str, RetrieverEntry]
+    hash: str
+
+    def get(self, spec: str) -> RetrieverEntry:
+        """The entry of a spec (a default entry when it has none)."""
+        found = self.entries.get(spec)
+        if found is not None:
+            return found
+        return RetrieverEntry(spec=spec, display_name=spec, kind=default_kind(spec))
+
+
+def load_registry(path: str | Path | None = None) -> Registry:
+    """Load ``retrievers.yaml`` (default: the one at the repository root); validates fields."""
+    path = Path(path) if path else REGISTRY_PATH
+    if not path.exists():
+        return Registry(entries={}, hash="")
+    raw = path.read_bytes()
+    data = yaml.safe_load(raw) or {}
+    entries: dict[str, RetrieverEntry] = {}
+    for spec, item in (data.get("retrievers") or {}).items():
+        item = item or {}
+        unknown = set(item) - FIELDS
+        if unknown:
+            raise ValueError(f"{path}: retriever {spec!r} has unknown field(s) {sorted(unknown)}")
+        kind = item.get("kind") or default_kind(spec)
+        if kind not in KINDS:
+            raise ValueError(f"{path}: retriever {spec!r}: kind must be one of {KINDS}")
+        entries[spec] = RetrieverEntry(
+            spec=spec,
+            display_name=str(item.get("display_name") or spec),
+            kind=kind,
+            release_date=parse_date(item.get("release_date")),
+            query_prefix=str(item.get("query_prefix") or ""),
+            document_prefix=str(item.get("document_prefix") or ""),
+            instruction=str(item.get("instruction") or ""),
+            instruction_template=str(item.get("instruction_template") or INSTRUCTION_TEMPLATE),
+            notes=str(item.get("notes") or ""),
+        )
+    return Registry(entries=entries, hash=hashlib.sha256(raw).hexdigest()[:16])

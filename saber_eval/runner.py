@@ -1,0 +1,238 @@
+"""Run a retriever on a benchmark setting: timing, nDCG@10, per-domain means, run outputs.
+
+Per query i: nDCG@10_i from ``saber_core.metrics.ndcg_at_k`` (gain 2^rel − 1, discount
+1/log2(rank + 1), IDCG over all candidates; ranking by descending score, ties by candidate
+order). Reported: mean_i nDCG@10_i, per-domain means (``mean_by_group``), and the median over
+queries of the latency of one reranking task (one query × its candidates)::
+
+    latency_i = perf_counter() around retriever.score(task_i) + charged_i
+
+where charged_i is the recorded encoding cost of the embeddings task i got from the embedding
+cache (0 for retrievers without one). So a bi-encoder's latency is its cold cost (encode the
+query and its candidates, then score) whether or not the vectors were cached. Model loading and
+cache preloading happen before the first task and are not timed. LLM scorers are timed as run:
+answers served from the LLM call cache make a re-run's latency a cache-lookup time.
+
+Outputs, under ``<out>/<benchmark folder name>-<hash[:8]>/runs/<retriever slug>/``:
+``<setting>.trec`` (TREC run file), ``<setting>.per_query.csv`` (``query_id, domain, ndcg@10,
+latency_s``) and ``<setting>.json`` (the summary the leaderboard is built from).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from saber_core.metrics import mean_by_group, ndcg_at_k
+from saber_eval import code_hash
+from saber_eval.benchmark import Benchmark
+from saber_eval.registry import Registry, RetrieverEntry
+from saber_eval.retrievers import Retriever, Task
+from saber_eval.runfile import write_run
+
+K = 10
+METRIC = f"ndcg@{K}"
+
+
+def retriever_slug(spec: str) -> str:
+    """A folder name for a spec: the spec with unsafe characters replaced (+ a hash if any)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", spec).strip("_")[:60] or "retriever"
+    if safe == spec:
+        return safe
+    return f"{safe}-{hashlib.sha256(spec.encode()).hexdigest()[:6]}"
+
+
+def eval_dir(out: Path, benchmark: Benchmark) -> Path:
+    """The benchmark's folder under the output folder: ``<out>/<name>-<hash[:8]>``."""
+    return Path(out) / benchmark.label
+
+
+@dataclass
+class RunResult:
+    """One retriever on one setting: scores, per-query nDCG@k and latency, notes."""
+
+    spec: str
+    setting: str
+    benchmark_hash: str
+    benchmark_dir: str
+    query_ids: list[str]
+    domains: list[str]
+    candidates: list[tuple[str, ...]]
+    scores: list[np.ndarray]
+    ndcg: np.ndarray
+    latency_s: np.ndarray
+    entry: RetrieverEntry
+    notes: dict[str, Any] = field(default_factory=dict)
+    k: int = K
+    files: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def mean(self) -> float:
+        """mean over queries of nDCG@k."""
+        return float(np.mean(self.ndcg))
+
+    @property
+    def per_domain(self) -> dict[str, float]:
+        """mean nDCG@k per domain."""
+        return mean_by_group(self.ndcg, self.domains)
+
+    @property
+    def median_latency_s(self) -> float:
+        """median over queries of the per-task latency (seconds)."""
+        return float(np.median(self.latency_s))
+
+    def per_query(self) -> pl.DataFrame:
+        """``query_id, domain, ndcg@k, latency_s``."""
+        return pl.DataFrame(
+            {
+                "query_id": self.query_ids,
+                "domain": self.domains,
+                f"ndcg@{self.k}": self.ndcg,
+                "latency_s": self.latency_s,
+            }
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON summary written next to the run file."""
+        return {
+            "spec": self.spec,
+            "display_name": self.entry.display_name,
+            "kind": self.entry.kind,
+            "setting": self.setting,
+            "k": self.k,
+            "benchmark_hash": self.benchmark_hash,
+            "benchmark_dir": self.benchmark_dir,
+            "n_queries": len(self.query_ids),
+            f"ndcg@{self.k}": self.mean,
+            "per_domain": self.per_domain,
+            "median_latency_s": self.median_latency_s,
+            "mean_latency_s": float(np.mean(self.latency_s)),
+            "envelope": self.entry.envelope(),
+            "notes": self.notes,
+            "code": code_hash(),
+            "files": {k: str(v) for k, v in self.files.items()},
+            "created_at": datetime.now(UTC).isoformat(),
+        }
+
+
+def build_tasks(benchmark: Benchmark, setting: str, entry: RetrieverEntry) -> list[Task]:
+    """The setting's reranking tasks with the retriever's input envelope applied."""
+    queries, docs = benchmark.texts(setting)
+    return [
+        Task(
+            query_id=q.query_id,
+            query=entry.envelope_query(text),
+            documents=tuple(entry.envelope_document(d) for d in candidates),
+            jaccard=q.jaccard,
+        )
+        for q, text, candidates in zip(benchmark.queries, queries, docs, strict=True)
+    ]
+
+
+def run_retriever(
+    benchmark: Benchmark,
+    retriever: Retriever,
+    setting: str,
+    entry: RetrieverEntry,
+    k: int = K,
+    progress: Callable[[int, int], None] | None = None,
+) -> RunResult:
+    """Score every task (timed one by one), then nDCG@k per query."""
+    tasks = build_tasks(benchmark, setting, entry)
+    retriever.prepare(tasks)
+    scores: list[np.ndarray] = []
+    latency = np.zeros(len(tasks))
+    for i, task in enumerate(tasks):
+        start = time.perf_counter()
+        values, charged = retriever.score(task)
+        latency[i] = time.perf_counter() - start + charged
+        values = np.asarray(values, dtype=np.float64)
+        if values.shape != (len(task.documents),) or not np.all(np.isfinite(values)):
+            raise ValueError(
+                f"{retriever.spec}: query {task.query_id}: expected {len(task.documents)} finite "
+                f"scores, got shape {values.shape}"
+            )
+        scores.append(values)
+        if progress:
+            progress(i + 1, len(tasks))
+    notes = retriever.finish()
+    matrix = np.full((len(tasks), benchmark.width), np.nan)
+    for i, values in enumerate(scores):
+        matrix[i, : len(values)] = values
+    return RunResult(
+        spec=retriever.spec,
+        setting=setting,
+        benchmark_hash=benchmark.hash,
+        benchmark_dir=str(benchmark.path),
+        query_ids=[q.query_id for q in benchmark.queries],
+        domains=[q.domain for q in benchmark.queries],
+        candidates=[q.candidates for q in benchmark.queries],
+        scores=scores,
+        ndcg=ndcg_at_k(matrix, benchmark.ratings(), k),
+        latency_s=latency,
+        entry=entry,
+        notes=notes,
+        k=k,
+    )
+
+
+def write_outputs(result: RunResult, out_dir: Path) -> dict[str, Path]:
+    """Write the run file, per-query CSV and summary JSON under ``out_dir/runs/<slug>/``."""
+    folder = Path(out_dir) / "runs" / retriever_slug(result.spec)
+    folder.mkdir(parents=True, exist_ok=True)
+    run_file = write_run(
+        folder / f"{result.setting}.trec",
+        result.query_ids,
+        result.candidates,
+        result.scores,
+        tag=result.spec,
+    )
+    per_query = folder / f"{result.setting}.per_query.csv"
+    result.per_query().write_csv(per_query)
+    summary = folder / f"{result.setting}.json"
+    result.files = {"run_file": run_file, "per_query": per_query, "summary": summary}
+    summary.write_text(json.dumps(result.summary(), indent=2, default=str))
+    return result.files
+
+
+def evaluate_specs(
+    benchmark: Benchmark,
+    specs: Sequence[str],
+    settings: Sequence[str],
+    out_dir: Path,
+    *,
+    registry: Registry,
+    make: Callable[[str], Retriever],
+    log: Callable[[str], None] | None = None,
+) -> list[RunResult]:
+    """Every spec × setting: run, write outputs under ``out_dir`` (one retriever per spec)."""
+    results = []
+    for spec in specs:
+        retriever = make(spec)
+        entry = registry.get(spec)
+        for setting in settings:
+            result = run_retriever(benchmark, retriever, setting, entry)
+            write_outputs(result, out_dir)
+            if log:
+                log(describe(result))
+            results.append(result)
+    return results
+
+
+def describe(result: RunResult) -> str:
+    """One line: spec · setting · nDCG@k (per domain) · median latency · queries."""
+    domains = ", ".join(f"{d} {v:.3f}" for d, v in result.per_domain.items())
+    return (
+        f"{result.spec} · {result.setting}: nDCG@{result.k} {result.mean:.4f} ({domains}) · "
+        f"median latency {result.median_latency_s:.4g} s · {len(result.query_ids)} queries"
+    )

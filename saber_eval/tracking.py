@@ -1,0 +1,107 @@
+"""MLflow logging: each evaluation (retriever × setting) is one run in a local store.
+
+Default store: the file store ``$SABER_HOME/mlruns`` (URI ``Path(...).as_uri()``); any MLflow
+tracking URI (e.g. ``sqlite:///…``) can be passed instead. MLflow ≥ 3.7 refuses file stores
+unless ``MLFLOW_ALLOW_FILE_STORE=true``; this module sets that (if unset) for file URIs only.
+Params: retriever, setting, benchmark hash (+ display name, kind, benchmark folder, code hash);
+metrics: ``ndcg_at_10``, ``ndcg_at_10.<domain>``, ``median_latency_s``, ``mean_latency_s``;
+artifacts: the run file, the per-query CSV and the leaderboard plots. ``mlflow`` is imported
+only when logging.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+EXPERIMENT = "saber-eval"
+
+
+def tracking_uri(store: str | Path) -> str:
+    """A tracking URI: URIs (``scheme:…``) unchanged, folders as ``file://`` URIs."""
+    text = str(store)
+    if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]+:", text):
+        return text
+    path = Path(text).resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path.as_uri()
+
+
+def _client(uri: str):
+    if uri.startswith("file:"):
+        os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def metric_name(name: str) -> str:
+    """An MLflow-safe metric name (``@`` → ``_at_``, other unsafe characters → ``_``)."""
+    return re.sub(r"[^A-Za-z0-9_.\-/]", "_", name.replace("@", "_at_"))
+
+
+def log_run(
+    store: str | Path,
+    *,
+    run_name: str,
+    params: Mapping[str, Any],
+    metrics: Mapping[str, float],
+    artifacts: Iterable[Path] = (),
+    tags: Mapping[str, str] | None = None,
+    experiment: str = EXPERIMENT,
+) -> str:
+    """Create one finished MLflow run; returns its run id."""
+    uri = tracking_uri(store)
+    client = _client(uri)
+    found = client.get_experiment_by_name(experiment)
+    experiment_id = found.experiment_id if found else client.create_experiment(experiment)
+    run = client.create_run(experiment_id, run_name=run_name, tags=dict(tags or {}))
+    run_id = run.info.run_id
+    try:
+        for key, value in params.items():
+            client.log_param(run_id, key, str(value)[:6000])
+        for key, value in metrics.items():
+            client.log_metric(run_id, metric_name(key), float(value))
+        for path in artifacts:
+            if Path(path).exists():
+                client.log_artifact(run_id, str(path))
+    except Exception:
+        client.set_terminated(run_id, status="FAILED")
+        raise
+    client.set_terminated(run_id)
+    return run_id
+
+
+def log_result(result: Any, store: str | Path, plots: Iterable[Path] = ()) -> str:
+    """Log one ``RunResult`` (after ``write_outputs``) with the leaderboard plots."""
+    metrics = {f"ndcg@{result.k}": result.mean}
+    metrics |= {f"ndcg@{result.k}.{d}": v for d, v in result.per_domain.items()}
+    metrics |= {
+        "median_latency_s": result.median_latency_s,
+        "mean_latency_s": float(result.latency_s.mean()),
+    }
+    from saber_eval import code_hash
+
+    params = {
+        "retriever": result.spec,
+        "setting": result.setting,
+        "benchmark_hash": result.benchmark_hash,
+        "benchmark_dir": result.benchmark_dir,
+        "display_name": result.entry.display_name,
+        "kind": result.entry.kind,
+        "n_queries": len(result.query_ids),
+        "k": result.k,
+        "code": code_hash(),
+    }
+    files = [result.files[k] for k in ("run_file", "per_query") if k in result.files]
+    return log_run(
+        store,
+        run_name=f"{result.spec} · {result.setting}",
+        params=params,
+        metrics=metrics,
+        artifacts=[*files, *plots],
+        tags={"saber.benchmark": result.benchmark_hash},
+    )
