@@ -59,14 +59,23 @@ def summary(store: DuckDBStore, export_dir: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``saber`` console script."""
-    argv = sys.argv[1:] if argv is None else argv
+    argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["eval"]:
         from saber_eval import eval_main
 
         return eval_main(argv[1:])
+    if argv[:2] == ["study", "tournament"]:
+        from saber_study.tournament import study_main
+
+        return study_main(argv[2:])
     parser = argparse.ArgumentParser(prog="saber", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("eval", help="evaluate retrievers on a benchmark folder (saber eval -h)")
+    study = sub.add_parser("study", help="reproducible simulation studies")
+    study.add_subparsers(dest="study").add_parser(
+        "tournament",
+        help="Swiss vs information-gain vs round robin, triage (saber study tournament -h)",
+    )
     p_build = sub.add_parser("build", help="materialize the whole asset graph in-process")
     p_build.add_argument("--profile", help="profile name or YAML path (default: SABER_PROFILE)")
     p_export = sub.add_parser("export", help="write the export of the last build to a folder")

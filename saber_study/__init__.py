@@ -1,0 +1,1 @@
+"""Reproducible simulation studies of the SABER method (``saber study ...``)."""
