@@ -14,6 +14,7 @@ from saber_assets.pools import candidate_pools
 from saber_assets.report import build_report
 from saber_assets.similarity import queries, summary_similarity, topic_similarity
 from saber_assets.tournament import make_judgment_assets
+from saber_assets.validity import rating_intervals, validity_report
 from saber_resources.config import BuildConfig, load_build_config
 from saber_resources.judge import EmbeddingJudge, LLMJudge, PairwiseJudge
 from saber_resources.llm.base import LLMBackend
@@ -79,7 +80,9 @@ def build_definitions(
         summary_similarity,
         candidate_pools,
         *make_judgment_assets(build.rounds),
+        rating_intervals,
         benchmark_export,
+        validity_report,
         build_report,
         retriever_runs,
         leaderboard,

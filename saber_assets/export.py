@@ -6,7 +6,7 @@ Files written to the export folder:
   candidate_groups, relevance_scores (0–5), jaccard_scores, bma_scores``, lists in pool order
   (topic-only, summary-only, both);
 * ``corpus.jsonl`` — every distinct candidate document: ``doc_id, problem, solution, summary,
-  topics``;
+  topics, generator_free`` (true when the summary is human-written, not LLM-generated);
 * ``judgments.parquet`` — ``query_id, round, cand_a, cand_b, winner (a|b|null), p_a`` and the
   judge's provenance columns;
 * ``beir/`` — ``corpus.jsonl`` (``_id, title, text`` with text = the full
@@ -28,16 +28,29 @@ from saber_assets.runtime import StageOutput, materialize_stage
 from saber_resources.config import BuildConfig
 from saber_resources.storage import DuckDBStore
 
-EXPORT_UPSTREAM = ["corpus", "queries", "candidate_pools", "bt_ratings", "judgments"]
+EXPORT_UPSTREAM = [
+    "corpus",
+    "queries",
+    "candidate_pools",
+    "bt_ratings",
+    "judgments",
+    "rating_intervals",
+    "summaries",
+    "topic_annotations",
+]
 
 
 def query_rows(store: DuckDBStore) -> pl.DataFrame:
     """The released per-query rows (lists in pool order)."""
     corpus = store.read_table("corpus")
     ratings = store.read_table("bt_ratings").select("query_id", "doc_id", "rating")
+    intervals = store.read_table("rating_intervals").select(
+        "query_id", "doc_id", pl.concat_list("rating_lower", "rating_upper").alias("interval")
+    )
     pools = (
         store.read_table("candidate_pools")
         .join(ratings, on=["query_id", "doc_id"], how="left")
+        .join(intervals, on=["query_id", "doc_id"], how="left")
         .sort("query_id", "position")
         .group_by("query_id", maintain_order=True)
         .agg(
@@ -46,6 +59,7 @@ def query_rows(store: DuckDBStore) -> pl.DataFrame:
             pl.col("rating").alias("relevance_scores"),
             pl.col("jaccard").alias("jaccard_scores"),
             pl.col("bma").alias("bma_scores"),
+            pl.col("interval").alias("relevance_intervals"),
         )
     )
     return (
@@ -66,6 +80,7 @@ def query_rows(store: DuckDBStore) -> pl.DataFrame:
             "relevance_scores",
             "jaccard_scores",
             "bma_scores",
+            "relevance_intervals",
         )
     )
 
@@ -85,15 +100,21 @@ def write_export(store: DuckDBStore, out: Path) -> dict[str, int]:
         store.read_table("corpus")
         .filter(pl.col("doc_id").is_in(candidates.implode()))
         .drop("summary", "topics")
-        .join(store.read_table("summaries").select("doc_id", "summary"), on="doc_id", how="left")
+        .join(
+            store.read_table("summaries").select(
+                "doc_id", "summary", (pl.col("summary_origin") == "human").alias("generator_free")
+            ),
+            on="doc_id",
+            how="left",
+        )
         .join(topics, on="doc_id", how="left")
         .sort("doc_id")
     )
     judgments = store.read_table("judgments", lineage=True).drop("outcome")
     queries.write_ndjson(out / "queries.jsonl")
-    corpus.select("doc_id", "problem", "solution", "summary", "topics").write_ndjson(
-        out / "corpus.jsonl"
-    )
+    corpus.select(
+        "doc_id", "problem", "solution", "summary", "topics", "generator_free"
+    ).write_ndjson(out / "corpus.jsonl")
     judgments.write_parquet(out / "judgments.parquet")
     corpus.select(
         pl.col("doc_id").alias("_id"),

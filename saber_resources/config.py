@@ -60,6 +60,11 @@ class BuildConfig(dg.ConfigurableResource):
     bt_c: float = 1.0
     neighbours_kept: int = 50
     max_text_chars: int = 100_000
+    validity_bootstrap: int = 200
+    validity_rr_queries: int = 3
+    contamination_corpus: str = ""
+    contam_ngram: int = 8
+    contam_threshold: float = 0.35
 
     def pool_config(self) -> PoolConfig:
         """The pool-selection part of the config."""

@@ -15,7 +15,7 @@ def test_build_succeeds_and_checks_pass(tiny_build):
     _build, _store, result = tiny_build
     assert result.success
     checks = result.get_asset_check_evaluations()
-    assert len(checks) == 6
+    assert len(checks) == 7
     assert all(c.passed for c in checks), [c.check_name for c in checks if not c.passed]
 
 
@@ -96,6 +96,7 @@ def test_export_schema(tiny_build):
         "relevance_scores",
         "jaccard_scores",
         "bma_scores",
+        "relevance_intervals",
     ]
     size = build.pool_config().pool_size
     for column in (
@@ -107,7 +108,21 @@ def test_export_schema(tiny_build):
     ):
         assert (queries[column].list.len() == size).all()
     corpus = pl.read_ndjson(out / "corpus.jsonl")
-    assert corpus.columns == ["doc_id", "problem", "solution", "summary", "topics"]
+    assert corpus.columns == [
+        "doc_id",
+        "problem",
+        "solution",
+        "summary",
+        "topics",
+        "generator_free",
+    ]
+    assert corpus["generator_free"].all()  # human hints: the default build is generator-free
+    lo, hi = (
+        queries["relevance_intervals"].explode().list.get(0),
+        queries["relevance_intervals"].explode().list.get(1),
+    )
+    scores = queries["relevance_scores"].explode()
+    assert ((lo <= scores + 1e-9) & (scores <= hi + 1e-9)).all()
     assert set(queries["candidates"].explode()) == set(corpus["doc_id"])
     judgments = pl.read_parquet(out / "judgments.parquet")
     assert {"query_id", "round", "cand_a", "cand_b", "winner", "p_a"} <= set(judgments.columns)

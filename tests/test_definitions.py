@@ -22,6 +22,8 @@ STAGES = [
     "benchmark_export",
     "build_report",
     "retriever_runs",
+    "rating_intervals",
+    "validity_report",
     "leaderboard",
 ]
 CHECKS = {
@@ -31,6 +33,7 @@ CHECKS = {
     ("judgments", "once_per_round_no_rematch"),
     ("bt_ratings", "ratings_in_range"),
     ("bt_ratings", "no_missing_ratings"),
+    ("validity_report", "no_contaminated_queries"),
 }
 
 
