@@ -81,12 +81,27 @@ def main(argv: list[str] | None = None) -> int:
     p_export = sub.add_parser("export", help="write the export of the last build to a folder")
     p_export.add_argument("--out", type=Path, required=True)
     p_export.add_argument("--profile")
+    p_synth = sub.add_parser("synth", help="write the seeded paper-shaped synthetic input")
+    p_synth.add_argument("--out", type=Path, required=True)
+    p_synth.add_argument("--scale", type=float, default=1.0, help="1.0 = paper size (283K docs)")
+    p_synth.add_argument("--seed", type=int, default=0)
     p_lineage = sub.add_parser("lineage", help="print the provenance chain of a rating")
     p_lineage.add_argument("--query", required=True, help="query id")
     p_lineage.add_argument("--doc", help="candidate doc id (default: the top-rated candidate)")
     p_lineage.add_argument("--profile")
     args = parser.parse_args(argv)
 
+    if args.command == "synth":
+        from saber_core.synth import write_synthetic
+
+        for name, path in write_synthetic(args.out, args.scale, args.seed).items():
+            print(f"{name}: {path}")
+        print(
+            f"build on it with SABER_CORPUS={args.out / 'corpus.parquet'} "
+            f"SABER_ONTOLOGY={args.out / 'ontology.parquet'}, or use the `synthetic` profile "
+            "(which generates the same input in-process)"
+        )
+        return 0
     build = load_build_config(args.profile)
     store = DuckDBStore(database=str(build.database_path))
     if args.command == "build":

@@ -12,10 +12,15 @@ from saber_core.ontology import Ontology, build_ontology
 from saber_resources.storage import DuckDBStore
 
 
-def source_fingerprint(spec: str) -> str:
-    """Identity of an input: the package version for ``champ``, else the file's sha256."""
+def source_fingerprint(spec: str, synth_scale: float = 1.0, seed: int = 0) -> str:
+    """Identity of an input: the package version for ``champ``, the generator version and
+    parameters for ``synthetic``, else the file's sha256."""
     if spec == "champ":
         return f"champ-dataset=={version('champ-dataset')}"
+    if spec == "synthetic":
+        from saber_core.synth import SYNTH_VERSION
+
+        return f"synthetic:{SYNTH_VERSION}:scale={synth_scale}:seed={seed}"
     path = Path(spec)
     if not path.exists():
         raise FileNotFoundError(f"input file {spec} does not exist")

@@ -23,7 +23,9 @@ def corpus(
     """The problem–solution corpus; rows failing validation go to ``corpus_quarantine``."""
 
     def compute() -> StageOutput:
-        validated = validate_corpus(load_corpus_frame(build.corpus), build.max_text_chars)
+        validated = validate_corpus(
+            load_corpus_frame(build.corpus, build.synth_scale, build.seed), build.max_text_chars
+        )
         if build.corpus_limit:
             keep = sample_queries(
                 validated.corpus["domain"].to_list(), build.corpus_limit, build.seed
@@ -58,7 +60,7 @@ def corpus(
         ]
 
     settings = {
-        "corpus": source_fingerprint(build.corpus),
+        "corpus": source_fingerprint(build.corpus, build.synth_scale, build.seed),
         "max_chars": build.max_text_chars,
         "limit": build.corpus_limit,
         "seed": build.seed if build.corpus_limit else None,
@@ -75,7 +77,7 @@ def ontology(
     """The validated topic DAG with Seco intrinsic IC and depth per node."""
 
     def compute() -> StageOutput:
-        onto = build_ontology(load_ontology_frame(build.ontology))
+        onto = build_ontology(load_ontology_frame(build.ontology, build.synth_scale, build.seed))
         table = onto.to_frame()
         return StageOutput(
             {"ontology": table},
@@ -90,7 +92,7 @@ def ontology(
     return materialize_stage(
         context,
         store,
-        settings={"ontology": source_fingerprint(build.ontology)},
+        settings={"ontology": source_fingerprint(build.ontology, build.synth_scale, build.seed)},
         upstream=[],
         compute=compute,
     )

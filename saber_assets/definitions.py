@@ -16,7 +16,7 @@ from saber_assets.similarity import queries, summary_similarity, topic_similarit
 from saber_assets.tournament import make_judgment_assets
 from saber_assets.validity import rating_intervals, validity_report
 from saber_resources.config import BuildConfig, load_build_config
-from saber_resources.judge import EmbeddingJudge, LLMJudge, PairwiseJudge
+from saber_resources.judge import EmbeddingJudge, LexicalJudge, LLMJudge, PairwiseJudge
 from saber_resources.llm.base import LLMBackend
 from saber_resources.llm.embedded import EmbeddedBackend
 from saber_resources.llm.openai_compat import OpenAICompatibleBackend
@@ -52,6 +52,8 @@ def make_judge(build: BuildConfig, backend: LLMBackend) -> PairwiseJudge:
     """The pairwise judge named by the build config."""
     if build.judge == "embedding":
         return EmbeddingJudge()
+    if build.judge == "lexical":
+        return LexicalJudge()
     return LLMJudge(
         backend=backend,
         mode=build.judge_mode,

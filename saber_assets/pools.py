@@ -6,8 +6,9 @@ import polars as pl
 
 from saber_assets.runtime import StageOutput, check, materialize_stage
 from saber_assets.similarity import matrix_path
+from saber_core.discovery import build_near_duplicate_index, near_duplicates
 from saber_core.pools import select_pool
-from saber_core.text import build_token_matrix, jaccard_one_vs_many
+from saber_core.text import build_token_matrix
 from saber_resources.config import BuildConfig
 from saber_resources.storage import DuckDBStore
 
@@ -30,22 +31,31 @@ def candidate_pools(
         corpus = store.read_table("corpus")
         doc_ids = corpus["doc_id"].to_numpy()
         problems = build_token_matrix(corpus["problem"])
+        near = build_near_duplicate_index(problems)
         query_table = store.read_table("queries")
         bma = np.load(matrix_path(build, "topic_similarity"), mmap_mode="r")
         jac = np.load(matrix_path(build, "summary_similarity"), mmap_mode="r")
         pool_rows, outcome_rows = [], []
+        problem_jaccard = np.zeros(len(doc_ids), dtype=np.float32)
         for q, (query_id, doc_index) in enumerate(
             query_table.select("query_id", "doc_index").iter_rows()
         ):
+            dup_docs, dup_jaccard = near_duplicates(
+                near, problems.rows([doc_index]), config.near_duplicate_cut
+            )
+            problem_jaccard[dup_docs] = dup_jaccard
             pool = select_pool(
                 q,
                 np.asarray(bma[q]),
                 np.asarray(jac[q]),
-                jaccard_one_vs_many(doc_index, problems),
+                problem_jaccard,
                 config,
                 build.seed,
                 query_doc_index=doc_index,
             )
+            problem_jaccard[dup_docs] = 0.0
+            if q % 100 == 0:
+                context.log.info(f"candidate_pools: query {q + 1}/{query_table.height}")
             outcome_rows.append(
                 {
                     "query_id": query_id,

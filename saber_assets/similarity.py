@@ -6,6 +6,7 @@ as a float32 ``.npy`` artifact (memory-mapped by the pool stage); the DuckDB tab
 query's nearest ``neighbours_kept`` documents for inspection.
 """
 
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -14,8 +15,14 @@ import polars as pl
 
 from saber_assets.common import stored_ontology
 from saber_assets.runtime import StageOutput, materialize_stage
-from saber_core.ontology import bma_one_vs_many, lin_rows, topic_sets
-from saber_core.pools import sample_queries, top_k
+from saber_core.discovery import (
+    bma_block,
+    build_bma_index,
+    doc_topic_sets,
+    query_topics,
+    top_neighbours,
+)
+from saber_core.pools import sample_queries
 from saber_core.text import TOKENIZER_VERSION, build_token_matrix, jaccard_dense_block
 from saber_resources.config import BuildConfig
 from saber_resources.storage import DuckDBStore
@@ -65,28 +72,55 @@ def matrix_path(build: BuildConfig, asset: str) -> Path:
     return build.artifacts_dir / f"{asset}.npy"
 
 
-def _neighbours(matrix: np.ndarray, query_ids: list[str], doc_ids: np.ndarray, k: int, score: str):
-    rows = []
-    for q, row in enumerate(matrix):
-        best = top_k(row, np.ones(len(row), dtype=bool), k, np.zeros(len(row)))
-        rows.append(
-            pl.DataFrame(
-                {
-                    "query_id": query_ids[q],
-                    "rank": np.arange(1, len(best) + 1),
-                    "doc_id": doc_ids[best],
-                    score: row[best],
-                }
-            )
-        )
-    return pl.concat(rows)
-
-
-def _save(build: BuildConfig, asset: str, matrix: np.ndarray) -> Path:
+def _score_matrix(
+    context: dg.AssetExecutionContext,
+    build: BuildConfig,
+    store: DuckDBStore,
+    score: str,
+    block: Callable[[np.ndarray], np.ndarray],
+) -> StageOutput:
+    """Stream query blocks through ``block`` into a float32 ``.npy`` (memory-mapped, never held
+    whole) and keep each query's ``neighbours_kept`` best documents as a table."""
+    asset = context.asset_key.to_user_string()
+    doc_ids = store.read_table("corpus")["doc_id"].to_numpy()
+    query_table = store.read_table("queries")
+    rows = query_table["doc_index"].to_numpy()
     path = matrix_path(build, asset)
     path.parent.mkdir(parents=True, exist_ok=True)
-    np.save(path, matrix.astype(np.float32))
-    return path
+    matrix = np.lib.format.open_memmap(
+        path, mode="w+", dtype=np.float32, shape=(len(rows), len(doc_ids))
+    )
+    neighbour_rows, neighbour_scores = [], []
+    for start in range(0, len(rows), QUERY_BLOCK):
+        values = block(rows[start : start + QUERY_BLOCK])
+        matrix[start : start + len(values)] = values
+        idx, val = top_neighbours(values, min(build.neighbours_kept, len(doc_ids)))
+        neighbour_rows.append(idx)
+        neighbour_scores.append(val)
+        context.log.info(f"{asset}: queries {start + len(values)}/{len(rows)}")
+    mean = float(matrix.mean()) if matrix.size else 0.0
+    matrix.flush()
+    del matrix
+    idx, val = np.concatenate(neighbour_rows), np.concatenate(neighbour_scores)
+    k = idx.shape[1]
+    keep = idx.ravel() >= 0
+    table = pl.DataFrame(
+        {
+            "query_id": np.repeat(query_table["query_id"].to_numpy(), k)[keep],
+            "rank": np.tile(np.arange(1, k + 1), len(rows))[keep],
+            "doc_id": doc_ids[idx.ravel()[keep]],
+            score: val.ravel()[keep],
+        }
+    )
+    return StageOutput(
+        {asset: table},
+        figures={
+            "matrix_path": str(path),
+            "shape": [len(rows), len(doc_ids)],
+            f"mean_{score}": mean,
+        },
+        files=[path],
+    )
 
 
 @dg.asset(group_name="discovery", deps=["ontology", "topic_annotations", "queries"])
@@ -104,31 +138,14 @@ def topic_similarity(
             .join(topics, on="doc_id", how="left", maintain_order="left")["topic_id"]
             .to_list()
         )
-        sets = topic_sets([onto.indices(t or []) for t in lists])
-        query_table = store.read_table("queries")
-        matrix = np.zeros((query_table.height, len(doc_ids)), dtype=np.float32)
-        for q, doc_index in enumerate(query_table["doc_index"].to_list()):
-            start, end = sets.ptr[doc_index], sets.ptr[doc_index + 1]
-            query_topics = sets.used[sets.local[start:end]]
-            matrix[q] = bma_one_vs_many(lin_rows(onto, query_topics, sets.used), sets)
-            if q % 100 == 0:
-                context.log.info(f"topic_similarity: query {q + 1}/{query_table.height}")
-        path = _save(build, "topic_similarity", matrix)
-        table = _neighbours(
-            matrix,
-            query_table["query_id"].to_list(),
-            doc_ids.to_numpy(),
-            build.neighbours_kept,
+        sets = doc_topic_sets(onto, lists)
+        index = build_bma_index(onto, sets)
+        return _score_matrix(
+            context,
+            build,
+            store,
             "bma",
-        )
-        return StageOutput(
-            {"topic_similarity": table},
-            figures={
-                "matrix_path": str(path),
-                "shape": list(matrix.shape),
-                "mean_bma": float(matrix.mean()),
-            },
-            files=[path],
+            lambda rows: bma_block(onto, index, query_topics(sets, rows)),
         )
 
     return materialize_stage(
@@ -152,31 +169,15 @@ def summary_similarity(
             store.read_table("summaries"), on="doc_id", how="left", maintain_order="left"
         )
         tokens = build_token_matrix(summaries["summary"])
-        query_table = store.read_table("queries")
-        rows = query_table["doc_index"].to_numpy()
-        matrix = np.zeros((len(rows), len(doc_ids)), dtype=np.float32)
-        for start in range(0, len(rows), QUERY_BLOCK):
-            block = rows[start : start + QUERY_BLOCK]
-            matrix[start : start + len(block)] = jaccard_dense_block(tokens.rows(block), tokens)
-            context.log.info(f"summary_similarity: queries {start + len(block)}/{len(rows)}")
-        path = _save(build, "summary_similarity", matrix)
-        table = _neighbours(
-            matrix,
-            query_table["query_id"].to_list(),
-            doc_ids.to_numpy(),
-            build.neighbours_kept,
+        output = _score_matrix(
+            context,
+            build,
+            store,
             "jaccard",
+            lambda rows: jaccard_dense_block(tokens.rows(rows), tokens),
         )
-        return StageOutput(
-            {"summary_similarity": table},
-            figures={
-                "matrix_path": str(path),
-                "shape": list(matrix.shape),
-                "mean_jaccard": float(matrix.mean()),
-                "tokenizer_version": TOKENIZER_VERSION,
-            },
-            files=[path],
-        )
+        output.figures["tokenizer_version"] = TOKENIZER_VERSION
+        return output
 
     return materialize_stage(
         context,

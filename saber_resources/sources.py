@@ -21,6 +21,7 @@ Combinatorics → Combinatorics, Inequality → Algebra, Polynomial → Algebra,
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from pathlib import Path
 
 import polars as pl
@@ -126,11 +127,27 @@ def read_corpus_file(path: str | Path) -> pl.DataFrame:
     raise ValueError(f"{path}: unsupported corpus format (use .parquet or .jsonl)")
 
 
-def load_corpus_frame(spec: str) -> pl.DataFrame:
-    """``"champ"`` for the embedded default, else a corpus file path."""
-    return champ_corpus() if spec == "champ" else read_corpus_file(spec)
+def load_corpus_frame(spec: str, synth_scale: float = 1.0, seed: int = 0) -> pl.DataFrame:
+    """``"champ"`` (the embedded default), ``"synthetic"`` (the seeded paper-shaped corpus of
+    ``saber_core.synth`` at ``synth_scale``), else a corpus file path."""
+    if spec == "champ":
+        return champ_corpus()
+    if spec == "synthetic":
+        return _synthetic(synth_scale, seed).corpus
+    return read_corpus_file(spec)
 
 
-def load_ontology_frame(spec: str) -> pl.DataFrame:
-    """``"champ"`` for CHAMP's concept hierarchy, else an ontology file path."""
-    return champ_ontology() if spec == "champ" else read_ontology_frame(spec)
+def load_ontology_frame(spec: str, synth_scale: float = 1.0, seed: int = 0) -> pl.DataFrame:
+    """``"champ"`` (CHAMP's concept hierarchy), ``"synthetic"``, else an ontology file path."""
+    if spec == "champ":
+        return champ_ontology()
+    if spec == "synthetic":
+        return _synthetic(synth_scale, seed).ontology
+    return read_ontology_frame(spec)
+
+
+@lru_cache(maxsize=1)
+def _synthetic(scale: float, seed: int):
+    from saber_core.synth import synthesize
+
+    return synthesize(scale=scale, seed=seed)

@@ -239,3 +239,25 @@ def test_corpus_without_required_column_fails_clearly(tmp_path, missing):
             resources={"build": build, "store": DuckDBStore(database=str(build.database_path))},
             instance=dg.DagsterInstance.ephemeral(),
         )
+
+
+def test_synthetic_profile_runs_the_graph_at_small_scale(tmp_path):
+    build = load_build_config(
+        "synthetic",
+        home=str(tmp_path),
+        synth_scale=0.01,
+        n_queries=20,
+        n_topic_only=5,
+        n_summary_only=5,
+        n_both=5,
+        rounds=3,
+        validity_bootstrap=20,
+    )
+    result = run_build(build, dg.DagsterInstance.ephemeral())
+    assert result.success
+    store = DuckDBStore(database=str(build.database_path))
+    assert store.read_table("corpus").height == 2830
+    assert store.read_table("candidate_pools")["query_id"].n_unique() == 20
+    judgments = store.read_table("judgments")
+    assert judgments.height == 20 * 3 * (15 // 2)  # 15 players: 7 games and one bye a round
+    assert judgments["judge_judge"].unique().to_list() == ["lexical-jaccard-margin"]

@@ -90,7 +90,17 @@ def test_changing_the_judge_prompt_rejudges_only(llm_build, tmp_path):
     recomputed = {k for k, v in flags.items() if not v}
     rounds = {f"tournament_round_{r:02d}" for r in range(1, build.rounds + 1)}
     assert rounds <= recomputed
-    assert recomputed <= rounds | {"judgments", "bt_ratings", "benchmark_export", "build_report"}
+    downstream = {
+        "judgments",
+        "bt_ratings",
+        "rating_intervals",
+        "benchmark_export",
+        "validity_report",
+        "build_report",
+        "retriever_runs",
+        "leaderboard",
+    }
+    assert recomputed <= rounds | downstream
     assert set(CALLS) == {"judge"} and CALLS["judge"] > 0
     judgments = store.read_table("judgments")
     assert judgments["judge_prompt"].unique().to_list() == ["judge@v2"]

@@ -1,0 +1,1 @@
+"""Paper-scale benchmark of the SABER core algorithms (``python -m bench.run``)."""

@@ -1,0 +1,760 @@
+"""Paper-scale benchmark: ``python -m bench.run [--scale 0.1]`` (``make bench`` / ``bench-quick``).
+
+Every stage runs in a fresh child process (``python -m bench.run --child STAGE``) that loads the
+synthetic input, times the vectorized path, times a straightforward pure-Python reference on a
+sample (extrapolated linearly to the full size), checks that both give the same results on the
+sample, and reports its own peak RSS (``getrusage(RUSAGE_SELF).ru_maxrss`` of that process). The
+parent prints one table and writes ``bench/results.json`` (scale 1.0) or
+``bench/results-scale<scale>.json`` (other scales; git-ignored). See ``bench/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+
+RESULT_TAG = "BENCH_RESULT "
+BLOCK = 32
+REPEATS = 3  # short stages (ontology, Swiss + BT, nDCG): best of 3 runs; long ones run once
+N_PLAYERS, N_ROUNDS, K_NDCG = 150, 20, 10
+CHILD_STAGES = ("synthesize", "ontology_ic", "bma", "jaccard", "discovery", "swiss_bt", "ndcg")
+ROWS = (
+    ("synthesize", "synthetic input (generate + write parquet)"),
+    ("ontology_ic", "ontology / IC"),
+    ("bma_discovery", "BMA discovery"),
+    ("jaccard_discovery", "Jaccard discovery (summary + problem)"),
+    ("pool_selection", "pool selection"),
+    ("discovery_total", "discovery total (BMA + Jaccard + pools)"),
+    ("swiss_bt", "Swiss + Bradley–Terry"),
+    ("ndcg", "nDCG@10"),
+)
+TARGETS = {  # scale 1.0 only: (max seconds, max peak RSS MB, min speedup)
+    "discovery_total": (60.0, 8192.0, 100.0),
+    "swiss_bt": (5.0, None, None),
+    "ndcg": (1.0, None, None),
+}
+
+
+def _now() -> float:
+    return time.perf_counter()
+
+
+def _peak_rss_mb() -> float:
+    """Peak resident set size of THIS process in MB (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _fmt_int(n: int) -> str:
+    return f"{n:,}"
+
+
+# ------------------------------------------------------------------------------ children
+class Context:
+    """What a child needs: where the data is and the sizes."""
+
+    def __init__(self, data_dir: Path, scale: float, seed: int) -> None:
+        from saber_core.synth import SynthConfig
+
+        self.data_dir = data_dir
+        self.scale = scale
+        self.seed = seed
+        self.config = SynthConfig(scale=scale, seed=seed)
+        self.n_queries = self.config.n_queries
+
+    def ontology(self):
+        import polars as pl
+
+        from saber_core.ontology import build_ontology
+
+        return build_ontology(pl.read_parquet(self.data_dir / "ontology.parquet"))
+
+    def corpus(self, columns: list[str]):
+        import polars as pl
+
+        return pl.read_parquet(self.data_dir / "corpus.parquet", columns=columns)
+
+    def queries(self, domains) -> np.ndarray:
+        from saber_core.pools import sample_queries
+
+        return sample_queries(domains.to_list(), self.n_queries, self.seed)
+
+
+def child_synthesize(ctx: Context) -> dict:
+    from saber_core.synth import write_synthetic
+
+    tick, cpu = _now(), time.process_time()
+    paths = write_synthetic(ctx.data_dir, ctx.scale, ctx.seed)
+    seconds, cpu = _now() - tick, time.process_time() - cpu
+    manifest = json.loads(paths["manifest"].read_text())
+    size = f"{_fmt_int(manifest['n_nodes'])} nodes, {_fmt_int(manifest['n_docs'])} docs"
+    return {
+        "synthesize": {
+            "size": size,
+            "seconds": seconds,
+            "cpu_seconds": cpu,
+            "reference_seconds": None,
+            "reference": "none (generation only)",
+            "verified": None,
+        }
+    }
+
+
+def child_ontology_ic(ctx: Context) -> dict:
+    import polars as pl
+
+    from saber_core.ontology import build_ontology
+
+    frame = pl.read_parquet(ctx.data_dir / "ontology.parquet")
+    times = []
+    for _ in range(REPEATS):
+        tick, cpu = _now(), time.process_time()
+        onto = build_ontology(frame)
+        times.append((_now() - tick, time.process_time() - cpu))
+    n = onto.n_nodes
+    assert not onto.virtual_root_added
+    # Reference, every node: ancestors by a DFS over parent lists, descendants by a DFS over
+    # child lists, then Seco IC (pure Python dicts, lists and sets).
+    ids = frame["node_id"].to_list()
+    parents = dict(zip(ids, frame["parent_ids"].to_list(), strict=True))
+    tick = _now()
+    children: dict[str, list[str]] = {}
+    for node, ps in parents.items():
+        for p in ps:
+            children.setdefault(p, []).append(node)
+
+    def reach(start: str, step: dict[str, list[str]]) -> set[str]:
+        seen: set[str] = set()
+        stack = list(step.get(start, []))
+        while stack:
+            x = stack.pop()
+            if x not in seen:
+                seen.add(x)
+                stack.extend(step.get(x, []))
+        return seen
+
+    ref_anc = [reach(node, parents) | {node} for node in ids]
+    ref_desc = [len(reach(node, children)) for node in ids]
+    ref_ic = [1.0 - math.log(d + 1) / math.log(n) for d in ref_desc]
+    ref_seconds = _now() - tick
+    desc_ok = onto.descendant_counts().tolist() == ref_desc
+    anc_ok = all(
+        {ids[a] for a in onto.ancestor_set(i).tolist()} == ref_anc[i] for i in range(len(ids))
+    )
+    ic_diff = float(np.max(np.abs(onto.ic - np.asarray(ref_ic))))
+    return {
+        "ontology_ic": {
+            "size": f"{_fmt_int(n)} nodes",
+            "seconds": min(times)[0],
+            "cpu_seconds": min(times)[1],
+            "reference_seconds": ref_seconds,
+            "reference": "Python DFS per node (ancestor sets, descendant counts) + IC, all nodes "
+            "(no extrapolation); the vectorized side also validates ids, parents and cycles",
+            "verified": bool(desc_ok and anc_ok and ic_diff <= 1e-12),
+            "detail": f"ancestor sets equal: {anc_ok}; descendant counts equal: {desc_ok}; "
+            f"max |ΔIC| = {ic_diff:.1e}",
+        }
+    }
+
+
+def _float32(x: float) -> float:
+    """Round a Python float to the nearest float32 (how the Lin table stores values)."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def _python_bma(anc: list[frozenset], ic: list[float]) -> Callable:
+    """BMA-Lin straight from the definitions, one pair at a time (pure Python).
+
+    Lin values are rounded to float32 like the stored Lin table; sums in Python floats.
+    """
+
+    def lin(a: int, b: int) -> float:
+        if a == b:
+            return 1.0
+        denominator = ic[a] + ic[b]
+        if denominator <= 0:
+            return 0.0
+        return _float32(2.0 * max(ic[k] for k in anc[a] & anc[b]) / denominator)
+
+    def bma(qa: list[int], qb: list[int]) -> float:
+        if not qa or not qb:
+            return 0.0
+        rows = [max(lin(a, b) for b in qb) for a in qa]
+        cols = [max(lin(a, b) for a in qa) for b in qb]
+        return 0.5 * (sum(rows) / len(rows) + sum(cols) / len(cols))
+
+    return bma
+
+
+def child_bma(ctx: Context) -> dict:
+    from saber_core.discovery import bma_block, build_bma_index, doc_topic_sets, query_topics
+
+    onto = ctx.ontology()
+    corpus = ctx.corpus(["topics", "domain"])
+    queries = ctx.queries(corpus["domain"])
+    n_docs, n_q = corpus.height, len(queries)
+    rng = np.random.default_rng(ctx.seed + 1)
+    sample_docs = rng.choice(n_docs, size=min(n_docs, 1500), replace=False)
+    n_sample_q = min(3, n_q)
+    tick, cpu = _now(), time.process_time()
+    sets = doc_topic_sets(onto, corpus["topics"])
+    index = build_bma_index(onto, sets)
+    topics = query_topics(sets, queries)
+    kept = None
+    checksum = 0.0
+    for start in range(0, n_q, BLOCK):
+        block = bma_block(onto, index, topics[start : start + BLOCK])
+        checksum += float(block.sum(dtype=np.float64))
+        if start == 0:
+            kept = block[:n_sample_q][:, sample_docs].copy()
+    seconds, cpu = _now() - tick, time.process_time() - cpu
+
+    anc = [frozenset(onto.ancestor_set(i).tolist()) for i in range(onto.n_nodes)]
+    python_bma = _python_bma(anc, onto.ic.tolist())
+    doc_topics = query_topics(sets, sample_docs)
+    tick = _now()
+    ref = [
+        [python_bma(topics[q].tolist(), d.tolist()) for d in doc_topics] for q in range(n_sample_q)
+    ]
+    pairs = n_sample_q * len(sample_docs)
+    ref_seconds = (_now() - tick) * (n_q * n_docs) / pairs
+    ref32 = np.asarray(ref, dtype=np.float32)
+    equal = bool(np.array_equal(kept, ref32))
+    diff = float(np.max(np.abs(kept.astype(np.float64) - np.asarray(ref))))
+    return {
+        "bma_discovery": {
+            "size": f"{_fmt_int(n_q)} q × {_fmt_int(n_docs)} docs",
+            "seconds": seconds,
+            "cpu_seconds": cpu,
+            "reference_seconds": ref_seconds,
+            "reference": f"Python per-pair Lin/BMA, {_fmt_int(pairs)} pairs sampled, "
+            f"×{n_q * n_docs / pairs:,.0f}",
+            "verified": equal,
+            "detail": f"float32 equal on the sample: {equal} (max |Δ| vs float64 {diff:.1e}); "
+            f"mean BMA {checksum / (n_q * n_docs):.4f}",
+        }
+    }
+
+
+def child_jaccard(ctx: Context) -> dict:
+    from saber_core.discovery import build_near_duplicate_index, near_duplicates
+    from saber_core.text import build_token_matrix, jaccard_dense_block, tokenize
+
+    corpus = ctx.corpus(["summary", "problem", "domain"])
+    queries = ctx.queries(corpus["domain"])
+    n_docs, n_q, cut = corpus.height, len(queries), 0.8
+    rng = np.random.default_rng(ctx.seed + 2)
+    sample_docs = rng.choice(n_docs, size=min(n_docs, 3000), replace=False)
+    n_sample_q = min(5, n_q)
+    tick, cpu = _now(), time.process_time()
+    summaries = build_token_matrix(corpus["summary"])
+    problems = build_token_matrix(corpus["problem"])
+    near_index = build_near_duplicate_index(problems)
+    kept, found = None, []
+    for start in range(0, n_q, BLOCK):
+        rows = queries[start : start + BLOCK]
+        jac = jaccard_dense_block(summaries.rows(rows), summaries)
+        for doc in rows.tolist():
+            docs, values = near_duplicates(near_index, problems.rows(doc), cut)
+            found.append(set(docs[values >= cut].tolist()))
+        if start == 0:
+            kept = jac[:n_sample_q][:, sample_docs].copy()
+    seconds, cpu = _now() - tick, time.process_time() - cpu
+
+    texts = corpus.select("summary", "problem")
+    doc_sets = [(tokenize(texts[i, 0]), tokenize(texts[i, 1])) for i in sample_docs.tolist()]
+    query_sets = [
+        (tokenize(texts[i, 0]), tokenize(texts[i, 1])) for i in queries[:n_sample_q].tolist()
+    ]
+
+    def jaccard(a: frozenset, b: frozenset) -> float:
+        union = len(a | b)
+        return len(a & b) / union if union else 0.0
+
+    tick = _now()
+    ref_s = [[jaccard(qs, ds) for ds, _ in doc_sets] for qs, _ in query_sets]
+    ref_p = [[jaccard(qp, dp) for _, dp in doc_sets] for _, qp in query_sets]
+    pairs = n_sample_q * len(sample_docs)
+    ref_seconds = (_now() - tick) * (n_q * n_docs) / pairs
+    summary_equal = bool(np.array_equal(kept, np.asarray(ref_s, dtype=np.float32)))
+    # Near-duplicates of the sampled queries against EVERY document (sets of token columns).
+    ptr, cols = problems.matrix.indptr, problems.matrix.indices
+    all_sets = [set(cols[ptr[d] : ptr[d + 1]].tolist()) for d in range(n_docs)]
+    near_equal = True
+    for k, doc in enumerate(queries[:n_sample_q].tolist()):
+        qs = all_sets[doc]
+        expected = {
+            d for d, ds in enumerate(all_sets) if np.float32(jaccard(qs, ds)) >= np.float32(cut)
+        }
+        near_equal &= expected == found[k]
+    equal = summary_equal and near_equal and ref_p is not None
+    n_near = sum(len(f) for f in found) - n_q
+    return {
+        "jaccard_discovery": {
+            "size": f"{_fmt_int(n_q)} q × {_fmt_int(n_docs)} docs × 2 texts",
+            "seconds": seconds,
+            "cpu_seconds": cpu,
+            "reference_seconds": ref_seconds,
+            "reference": f"Python set Jaccard per pair (summary + problem), {_fmt_int(pairs)} "
+            f"pairs sampled, ×{n_q * n_docs / pairs:,.0f}; tokenization not timed",
+            "verified": equal,
+            "detail": f"summary Jaccard float32-equal on the sample: {summary_equal}; problem "
+            f"near-duplicate sets (J ≥ {cut}, all docs) equal for {n_sample_q} queries: "
+            f"{near_equal}; seconds include tokenizing both texts; {n_near} near-duplicate "
+            "(query, doc) pairs",
+        }
+    }
+
+
+def _python_quantile(sorted_values: list[float], q: float) -> float:
+    """numpy's "linear" quantile of a sorted list, with numpy's lerp (pure Python)."""
+    n = len(sorted_values)
+    virtual = (n - 1) * q
+    if virtual >= n - 1:
+        return sorted_values[-1]
+    lo = math.floor(virtual)
+    a, b, t = sorted_values[lo], sorted_values[lo + 1], virtual - lo
+    return b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t
+
+
+def _python_pool(bma, jac, prob, config, tiebreak, query_doc) -> list[tuple[int, str]]:
+    """select_pool's definition with lists and sorted() (no relax/skip: asserts the ok case)."""
+    n = len(bma)
+    eligible = [i for i in range(n) if prob[i] < config.near_duplicate_cut and i != query_doc]
+    b_low = _python_quantile(sorted(bma[i] for i in eligible), config.topic_low)
+    b_high = _python_quantile(sorted(bma[i] for i in eligible), config.topic_high)
+    j_low = _python_quantile(sorted(jac[i] for i in eligible), config.summary_low)
+    j_high = _python_quantile(sorted(jac[i] for i in eligible), config.summary_high)
+    ranking = {
+        "topic": lambda i: (-bma[i], tiebreak[i]),
+        "summary": lambda i: (-jac[i], tiebreak[i]),
+        "both": lambda i: (-(bma[i] + jac[i]), tiebreak[i]),
+    }
+    out = []
+    for group, n_take in config.sizes.items():
+        members = []
+        for i in eligible:
+            high_b, low_b = bma[i] >= b_high and bma[i] > b_low, bma[i] <= b_low
+            high_j, low_j = jac[i] >= j_high and jac[i] > j_low, jac[i] <= j_low
+            if (
+                (group == "topic" and high_b and low_j)
+                or (group == "summary" and high_j and low_b)
+                or (group == "both" and high_b and high_j)
+            ):
+                members.append(i)
+        members.sort(key=ranking[group])
+        assert len(members) >= n_take, "the reference covers the strict case only"
+        out += [(i, group) for i in members[:n_take]]
+    return out
+
+
+def child_discovery(ctx: Context) -> dict:
+    from saber_core.discovery import (
+        bma_block,
+        build_bma_index,
+        discover_pools,
+        doc_topic_sets,
+        query_topics,
+    )
+    from saber_core.pools import PoolConfig
+    from saber_core.text import build_token_matrix, jaccard_dense_block
+
+    onto = ctx.ontology()
+    corpus = ctx.corpus(["topics", "summary", "problem", "domain"])
+    queries = ctx.queries(corpus["domain"])
+    n_docs, n_q = corpus.height, len(queries)
+    config = PoolConfig()
+    tick, cpu = _now(), time.process_time()
+    sets = doc_topic_sets(onto, corpus["topics"])
+    summaries = build_token_matrix(corpus["summary"])
+    problems = build_token_matrix(corpus["problem"])
+    prepared = _now() - tick
+    result = discover_pools(onto, sets, queries, summaries, problems, config, ctx.seed, BLOCK)
+    seconds, cpu = _now() - tick, time.process_time() - cpu
+    statuses: dict[str, int] = {}
+    for pool in result.pools:
+        statuses[pool.status] = statuses.get(pool.status, 0) + 1
+
+    # Reference pool selection for a few queries whose pools needed no fallback (scores untimed).
+    n_sample = min(2, n_q)
+    picked = [q for q, pool in enumerate(result.pools) if pool.status == "ok"][:n_sample]
+    index = build_bma_index(onto, sets)
+    sample = queries[picked]
+    bma_rows = bma_block(onto, index, query_topics(sets, sample)).astype(np.float64)
+    jac_rows = jaccard_dense_block(summaries.rows(sample), summaries).astype(np.float64)
+    prob_rows = jaccard_dense_block(problems.rows(sample), problems).astype(np.float64)
+    inputs = []
+    for k, q in enumerate(picked):
+        tiebreak = np.random.default_rng([ctx.seed, q]).random(n_docs).tolist()
+        inputs.append((bma_rows[k].tolist(), jac_rows[k].tolist(), prob_rows[k].tolist(), tiebreak))
+    tick = _now()
+    ref_pools = [
+        _python_pool(b, j, p, config, t, int(sample[k])) for k, (b, j, p, t) in enumerate(inputs)
+    ]
+    ref_seconds = (_now() - tick) * n_q / len(picked)
+    equal = len(picked) > 0 and all(
+        [int(i) for i in result.pools[q].doc_index] == [i for i, _ in ref_pools[k]]
+        and result.pools[q].group.tolist() == [g for _, g in ref_pools[k]]
+        for k, q in enumerate(picked)
+    )
+    parts = {k: round(v, 2) for k, v in result.seconds.items()}
+    return {
+        "pool_selection": {
+            "size": f"{_fmt_int(n_q)} q × {_fmt_int(n_docs)} docs",
+            "seconds": result.seconds["pools"],
+            "cpu_seconds": None,
+            "reference_seconds": ref_seconds,
+            "reference": f"Python lists + sorted() per query, {len(picked)} queries, "
+            f"×{n_q / len(picked):.0f}",
+            "verified": equal,
+            "detail": f"pools equal on the sample: {equal}; statuses {statuses}; "
+            f"measured inside the discovery-total process",
+        },
+        "discovery_total": {
+            "size": f"{_fmt_int(n_q)} q × {_fmt_int(n_docs)} docs",
+            "seconds": seconds,
+            "cpu_seconds": cpu,
+            "reference_seconds": None,  # the parent sums the three stage references
+            "reference": "sum of the BMA, Jaccard and pool-selection references",
+            "verified": equal,
+            "detail": f"topic sets + tokenizing {prepared:.1f} s; discover_pools steps {parts}; "
+            f"near-duplicates excluded {sum(p.n_near_duplicates for p in result.pools)}",
+        },
+    }
+
+
+_MASK = (1 << 64) - 1
+
+
+def _splitmix_py(x: int) -> int:
+    z = (x + 0x9E3779B97F4A7C15) & _MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return z ^ (z >> 31)
+
+
+def _splitmix_np(x: np.ndarray) -> np.ndarray:
+    z = x + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _pair_key(seed: int, q, a, b):
+    return ((seed * 1_000_003 + q) * 1024 + a) * 1024 + b
+
+
+def _judge_py(strength: list[float], seed: int, q: int, a: int, b: int) -> float:
+    """Simulated judge for one pair (a < b): a wins iff s_a − s_b + logistic noise > 0."""
+    u = ((_splitmix_py(_pair_key(seed, q, a, b) & _MASK) >> 11) + 0.5) / 2.0**53
+    return 1.0 if strength[a] - strength[b] + math.log(u / (1.0 - u)) > 0 else 0.0
+
+
+def _python_swiss(keys: list[list[float]], judge: Callable, n: int, rounds: int):
+    """The SPEC Swiss tournament for one query, pure Python (greedy next-unmet + swap repair)."""
+    wins = [0] * n
+    met: set[tuple[int, int]] = set()
+    log = []
+    for r in range(rounds):
+        order = sorted(range(n), key=lambda i: (-wins[i], keys[r][i]))
+        unpaired, pairs, left = list(order), [], []
+        while unpaired:
+            p = unpaired.pop(0)
+            for q in unpaired:
+                if (min(p, q), max(p, q)) not in met:
+                    unpaired.remove(q)
+                    pairs.append([p, q])
+                    break
+            else:
+                left.append(p)
+        left.sort()  # left-over players are tried in id order
+        progress = True
+        while len(left) >= 2 and progress:
+            progress = False
+            for p, q in combinations(left, 2):
+                for k in range(len(pairs) - 1, -1, -1):
+                    a, b = pairs[k]
+
+                    def unmet(x: int, y: int) -> bool:
+                        return (min(x, y), max(x, y)) not in met
+
+                    if unmet(p, a) and unmet(q, b):
+                        pairs[k], new = [p, a], [q, b]
+                    elif unmet(p, b) and unmet(q, a):
+                        pairs[k], new = [p, b], [q, a]
+                    else:
+                        continue
+                    pairs.append(new)
+                    left.remove(p)
+                    left.remove(q)
+                    progress = True
+                    break
+                if progress:
+                    break
+        played = []
+        for x, y in pairs:
+            a, b = min(x, y), max(x, y)
+            outcome = judge(a, b)
+            met.add((a, b))
+            wins[a if outcome == 1.0 else b] += 1
+            played.append((a, b, outcome))
+        log.append(played)
+    return log
+
+
+def child_swiss_bt(ctx: Context) -> dict:
+    from sklearn.linear_model import LogisticRegression
+
+    from saber_core.bradley_terry import fit_bradley_terry, rescale_ratings
+    from saber_core.tournament import comparisons, run_swiss
+
+    n_q, n, rounds, seed = ctx.n_queries, N_PLAYERS, N_ROUNDS, ctx.seed
+    strength = np.random.default_rng([seed, 77]).normal(size=(n_q, n))
+    qcol = np.arange(n_q, dtype=np.uint64)[:, None]
+
+    def judge(_round: int, pairs: np.ndarray) -> np.ndarray:
+        a, b = pairs[..., 0], pairs[..., 1]
+        valid = a >= 0
+        a0, b0 = np.where(valid, a, 0), np.where(valid, b, 1)
+        key = _pair_key(np.uint64(seed), qcol, a0.astype(np.uint64), b0.astype(np.uint64))
+        u = ((_splitmix_np(key) >> np.uint64(11)).astype(np.float64) + 0.5) / 2.0**53
+        diff = np.take_along_axis(strength, a0, 1) - np.take_along_axis(strength, b0, 1)
+        out = (diff + np.log(u / (1.0 - u)) > 0).astype(np.float64)
+        out[~valid] = np.nan
+        return out
+
+    times = []
+    for _ in range(REPEATS):
+        tick, cpu = _now(), time.process_time()
+        result = run_swiss(n_q, n, rounds, judge, seed)
+        qi, a, b, o = comparisons(result)
+        beta = fit_bradley_terry(qi, a, b, o, n_q, n)
+        ratings = rescale_ratings(beta)
+        times.append((_now() - tick, time.process_time() - cpu))
+
+    # Reference on a sample of queries: Python Swiss loop + scikit-learn logistic regression.
+    n_sample = min(5, n_q)
+    rng = np.random.default_rng(seed)
+    keys = [rng.random((n_q, n))[:n_sample].tolist() for _ in range(rounds)]  # run_swiss's draws
+    tick = _now()
+    logs, betas = [], []
+    for q in range(n_sample):
+        s = strength[q].tolist()
+        log = _python_swiss(
+            [keys[r][q] for r in range(rounds)],
+            lambda x, y, q=q, s=s: _judge_py(s, seed, q, x, y),
+            n,
+            rounds,
+        )
+        rows = [game for played in log for game in played]
+        x = np.zeros((len(rows), n))
+        x[np.arange(len(rows)), [g[0] for g in rows]] = 1.0
+        x[np.arange(len(rows)), [g[1] for g in rows]] = -1.0
+        lr = LogisticRegression(fit_intercept=False, C=1.0, tol=1e-10, max_iter=10000)
+        betas.append(lr.fit(x, [g[2] for g in rows]).coef_[0])
+        logs.append(log)
+    ref_seconds = (_now() - tick) * n_q / n_sample
+    same_games = all(
+        [
+            (int(p[0]), int(p[1]), float(o))
+            for p, o in zip(result.pairs[r, q], result.outcomes[r, q], strict=True)
+            if p[0] >= 0
+        ]
+        == [(g[0], g[1], g[2]) for g in logs[q][r]]
+        for q in range(n_sample)
+        for r in range(rounds)
+    )
+    beta_diff = float(np.max(np.abs(np.asarray(betas) - beta[:n_sample])))
+    return {
+        "swiss_bt": {
+            "size": f"{_fmt_int(n_q)} q × {n} × {rounds} rounds",
+            "seconds": min(times)[0],
+            "cpu_seconds": min(times)[1],
+            "reference_seconds": ref_seconds,
+            "reference": f"Python Swiss + sklearn LogisticRegression per query, {n_sample} "
+            f"queries, ×{n_q / n_sample:.0f}",
+            "verified": bool(same_games and beta_diff <= 1e-4),
+            "detail": f"pairings and outcomes equal: {same_games}; max |Δβ| vs sklearn "
+            f"{beta_diff:.1e}; ratings in [{ratings.min():.1f}, {ratings.max():.1f}]",
+        }
+    }
+
+
+def _python_ndcg(scores: list[float], ratings: list[float], k: int) -> float:
+    order = sorted(range(len(scores)), key=lambda i: -scores[i])  # stable: ties by column
+    dcg = sum((2.0 ** ratings[i] - 1.0) / math.log2(r + 2) for r, i in enumerate(order[:k]))
+    ideal = sorted(ratings, reverse=True)
+    idcg = sum((2.0**g - 1.0) / math.log2(r + 2) for r, g in enumerate(ideal[:k]))
+    return dcg / idcg if idcg > 0 else 0.0
+
+
+def child_ndcg(ctx: Context) -> dict:
+    from saber_core.metrics import ndcg_at_k
+
+    n_q, n = ctx.n_queries, N_PLAYERS
+    rng = np.random.default_rng(ctx.seed + 3)
+    ratings = 5.0 * rng.random((n_q, n))
+    scores = rng.random((n_q, n)).round(2)  # ties: ranked by column order
+    times = []
+    for _ in range(REPEATS):
+        tick, cpu = _now(), time.process_time()
+        got = ndcg_at_k(scores, ratings, K_NDCG)
+        times.append((_now() - tick, time.process_time() - cpu))
+    s_list, r_list = scores.tolist(), ratings.tolist()
+    tick = _now()
+    ref = [_python_ndcg(s_list[q], r_list[q], K_NDCG) for q in range(n_q)]
+    ref_seconds = _now() - tick
+    diff = float(np.max(np.abs(got - np.asarray(ref))))
+    return {
+        "ndcg": {
+            "size": f"{_fmt_int(n_q)} q × {n}",
+            "seconds": min(times)[0],
+            "cpu_seconds": min(times)[1],
+            "reference_seconds": ref_seconds,
+            "reference": "Python sorted() + sums per query, all queries (no extrapolation)",
+            "verified": diff <= 1e-12,
+            "detail": f"max |ΔnDCG| = {diff:.1e}",
+        }
+    }
+
+
+CHILDREN = {
+    "synthesize": child_synthesize,
+    "ontology_ic": child_ontology_ic,
+    "bma": child_bma,
+    "jaccard": child_jaccard,
+    "discovery": child_discovery,
+    "swiss_bt": child_swiss_bt,
+    "ndcg": child_ndcg,
+}
+
+
+def run_child(stage: str, ctx: Context) -> None:
+    rows = CHILDREN[stage](ctx)
+    peak = _peak_rss_mb()
+    for row in rows.values():
+        row["peak_rss_mb"] = round(peak, 1)
+    print(RESULT_TAG + json.dumps(rows), flush=True)
+
+
+# -------------------------------------------------------------------------------- parent
+def spawn(stage: str, args: argparse.Namespace, data_dir: Path) -> dict:
+    """Run one stage in a fresh interpreter; its stderr streams through, stdout is parsed."""
+    command = [
+        sys.executable, "-m", "bench.run", "--child", stage, "--scale", str(args.scale),
+        "--seed", str(args.seed), "--data", str(data_dir),
+    ]  # fmt: skip
+    print(f"[bench] {stage} …", file=sys.stderr, flush=True)
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
+    lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT_TAG)]
+    if done.returncode != 0 or not lines:
+        raise SystemExit(f"bench stage {stage} failed (exit {done.returncode}):\n{done.stdout}")
+    return json.loads(lines[-1][len(RESULT_TAG) :])
+
+
+def _cell(value: float | None, fmt: str) -> str:
+    if value is None:
+        return "—"
+    return format(value, fmt) if value >= 10 else f"{value:.3g}"
+
+
+def render(results: dict, scale: float) -> str:
+    """The results as a markdown table plus the target lines."""
+    head = (
+        "| stage | size | seconds (wall) | CPU s | peak RSS MB | reference s (extrapolated) | "
+        "speedup | equal to reference |\n|---|---|---:|---:|---:|---:|---:|---|"
+    )
+    lines = [head]
+    for key, label in ROWS:
+        row = results[key]
+        verified = {True: "yes", False: "NO", None: "—"}[row.get("verified")]
+        lines.append(
+            f"| {label} | {row['size']} | {row['seconds']:.3f} | "
+            f"{_cell(row.get('cpu_seconds'), ',.1f')} | {row['peak_rss_mb']:.0f} | "
+            f"{_cell(row['reference_seconds'], ',.1f')} | "
+            f"{_cell(row['speedup'], ',.0f')}{'×' if row['speedup'] else ''} | {verified} |"
+        )
+    lines.append("")
+    for key, label in ROWS:
+        row = results[key]
+        lines.append(f"- {label}: {row['reference']}. {row.get('detail', '')}".rstrip())
+    lines.append("")
+    if scale == 1.0:
+        for key, (max_s, max_rss, min_speedup) in TARGETS.items():
+            row = results[key]
+            checks = [f"{row['seconds']:.3g} s ≤ {max_s:g} s"]
+            if max_rss is not None:
+                checks.append(f"peak RSS {row['peak_rss_mb']:.0f} MB ≤ {max_rss:g} MB")
+            if min_speedup is not None:
+                checks.append(f"speedup {row['speedup']:,.0f}× ≥ {min_speedup:g}×")
+            verdict = "MET" if row["target_met"] else "NOT MET"
+            lines.append(f"- target {dict(ROWS)[key]}: {'; '.join(checks)} → **{verdict}**")
+    else:
+        lines.append(f"- scale {scale}: targets are defined for scale 1.0 only")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=1.0, help="1.0 = paper size")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=None, help="results JSON path")
+    parser.add_argument("--data", type=Path, default=None, help="synthetic data directory")
+    parser.add_argument("--child", choices=CHILD_STAGES, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    home = Path(os.environ.get("SABER_HOME", ".saber"))
+    data_dir = args.data or home / "bench" / f"synth-scale{args.scale:g}-seed{args.seed}"
+    if args.child:
+        run_child(args.child, Context(data_dir, args.scale, args.seed))
+        return
+
+    load_before = os.getloadavg()
+    started = _now()
+    results: dict[str, dict] = {}
+    for stage in CHILD_STAGES:
+        results.update(spawn(stage, args, data_dir))
+    parts = ("bma_discovery", "jaccard_discovery", "pool_selection")
+    results["discovery_total"]["reference_seconds"] = sum(
+        results[k]["reference_seconds"] for k in parts
+    )
+    for key, row in results.items():
+        ref = row["reference_seconds"]
+        row["speedup"] = ref / row["seconds"] if ref and row["seconds"] > 0 else None
+        row["target_met"] = None
+        if args.scale == 1.0 and key in TARGETS:
+            max_s, max_rss, min_speedup = TARGETS[key]
+            row["target_met"] = bool(
+                row["seconds"] <= max_s
+                and (max_rss is None or row["peak_rss_mb"] <= max_rss)
+                and (min_speedup is None or (row["speedup"] or 0) >= min_speedup)
+            )
+    ordered = {key: results[key] for key, _ in ROWS}
+    table = render(ordered, args.scale)
+    print(table)
+    print(
+        f"\n[bench] scale {args.scale:g}, seed {args.seed}, {os.cpu_count()} CPUs, load average "
+        f"{load_before[0]:.2f} → {os.getloadavg()[0]:.2f}, wall {_now() - started:.0f} s"
+    )
+    out = args.out or (
+        Path("bench/results.json")
+        if args.scale == 1.0
+        else Path(f"bench/results-scale{args.scale:g}.json")
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(ordered, indent=2, ensure_ascii=False) + "\n")
+    print(f"[bench] wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
