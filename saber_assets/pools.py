@@ -6,7 +6,12 @@ import polars as pl
 
 from saber_assets.runtime import StageOutput, check, materialize_stage
 from saber_assets.similarity import matrix_path
-from saber_core.discovery import build_near_duplicate_index, near_duplicates
+from saber_core.discovery import (
+    DiscoveryResult,
+    build_near_duplicate_index,
+    near_duplicates,
+    pool_frames,
+)
 from saber_core.pools import select_pool
 from saber_core.text import build_token_matrix
 from saber_resources.config import BuildConfig
@@ -35,11 +40,9 @@ def candidate_pools(
         query_table = store.read_table("queries")
         bma = np.load(matrix_path(build, "topic_similarity"), mmap_mode="r")
         jac = np.load(matrix_path(build, "summary_similarity"), mmap_mode="r")
-        pool_rows, outcome_rows = [], []
+        pools, bma_rows, jaccard_rows = [], [], []
         problem_jaccard = np.zeros(len(doc_ids), dtype=np.float32)
-        for q, (query_id, doc_index) in enumerate(
-            query_table.select("query_id", "doc_index").iter_rows()
-        ):
+        for q, doc_index in enumerate(query_table["doc_index"].to_list()):
             dup_docs, dup_jaccard = near_duplicates(
                 near, problems.rows([doc_index]), config.near_duplicate_cut
             )
@@ -54,41 +57,20 @@ def candidate_pools(
                 query_doc_index=doc_index,
             )
             problem_jaccard[dup_docs] = 0.0
+            pools.append(pool)
+            bma_rows.append(bma[q][pool.doc_index])
+            jaccard_rows.append(jac[q][pool.doc_index])
             if q % 100 == 0:
                 context.log.info(f"candidate_pools: query {q + 1}/{query_table.height}")
-            outcome_rows.append(
-                {
-                    "query_id": query_id,
-                    "status": pool.status,
-                    "reason": pool.reason,
-                    "n_eligible": pool.n_eligible,
-                    "n_near_duplicates": pool.n_near_duplicates,
-                    **pool.thresholds,
-                }
-            )
-            if pool.status != "skipped":
-                pool_rows.append(
-                    pl.DataFrame(
-                        {
-                            "query_id": query_id,
-                            "position": np.arange(len(pool.doc_index)),
-                            "doc_id": doc_ids[pool.doc_index],
-                            "group": pool.group,
-                            "relaxed": pool.relaxed,
-                            "bma": bma[q][pool.doc_index],
-                            "jaccard": jac[q][pool.doc_index],
-                        }
-                    )
-                )
-        outcomes = pl.DataFrame(outcome_rows, infer_schema_length=None)
-        if not pool_rows:
+        result = DiscoveryResult(pools, bma_rows, jaccard_rows)
+        pools, outcomes = pool_frames(result, query_table["query_id"].to_list(), doc_ids)
+        if pools.height == 0:
             reasons = outcomes.group_by("reason").len().sort("len", descending=True)
             raise ValueError(
                 f"no query got a pool of {config.pool_size}: "
                 + "; ".join(f"{n} × {r}" for r, n in reasons.head(3).rows())
                 + " (corpus too small for the configured pool sizes?)"
             )
-        pools = pl.concat(pool_rows) if pool_rows else pl.DataFrame()
         status = dict(outcomes.group_by("status").len().sort("status").rows())
         return StageOutput(
             {"candidate_pools": pools, "pool_outcomes": outcomes},
