@@ -8,6 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
+from scipy.special import expit
 
 from saber_assets.common import full_text
 from saber_assets.runtime import StageOutput, check, materialize_stage
@@ -171,7 +172,7 @@ def _triage_replay(build, store, query_ids, docs, judgments, arrays):
     margin = score[q, a] - score[q, b]
     first = judgments["round"].to_numpy() == 1
     k = calibrate_margin(margin[first], y[first])
-    p_cheap = 1.0 / (1.0 + np.exp(-k * margin))
+    p_cheap = expit(k * margin)
     n_q, n = docs.shape
     full = fit_bradley_terry(q, a, b, y, n_q, n, C=build.bt_c)
     rows = []

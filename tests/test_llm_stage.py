@@ -53,7 +53,8 @@ def test_llm_rows_carry_provenance(llm_build):
     n_calls = store.query("SELECT count(*) AS n FROM llm_calls")["n"][0]
     assert n_calls == sum(calls.values())
     assert calls["summary"] == 40 and calls["topics"] == 40
-    assert calls["judge"] == 2 * judgments.height
+    round_robin = store.read_table("validity_round_robin")["new_judgments"].sum()
+    assert calls["judge"] == 2 * (judgments.height + round_robin)  # Swiss + validity sample
 
 
 def test_recompute_with_nothing_changed_makes_zero_backend_calls(llm_build):
