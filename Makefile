@@ -7,7 +7,7 @@ export DAGSTER_HOME ?= $(SABER_HOME)/dagster_home
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: setup run test test-slow bench bench-quick ui lint dagster-home clean
+.PHONY: setup run test test-slow bench bench-quick ui lint dagster-home clean slurm-up slurm-down
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -46,3 +46,11 @@ lint:
 
 clean:
 	rm -rf $(SABER_HOME)
+
+# A real single-node SLURM (munge, MariaDB + slurmdbd, slurmctld, slurmd with a fake GPU) and a
+# localhost sshd for dagster-slurm; installs missing Debian packages. Needs root. slurm/README.md.
+slurm-up:
+	SABER_SLURM_VENV=$(abspath $(VENV)) bash slurm/dev/up.sh
+
+slurm-down:
+	bash slurm/dev/down.sh

@@ -17,6 +17,7 @@ from saber_resources.config import BuildConfig
 from saber_resources.llm.base import LLMBackend
 from saber_resources.llm.cache import CachedLLM
 from saber_resources.prompts import load_prompt
+from saber_resources.slurm import SlurmDispatch, maybe_dispatcher
 from saber_resources.storage import DuckDBStore
 
 
@@ -61,7 +62,11 @@ def _call_figures(stats) -> dict:
 
 @dg.asset(group_name="annotation", deps=["corpus"], kinds={"duckdb"})
 def summaries(
-    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore, llm: LLMBackend
+    context: dg.AssetExecutionContext,
+    build: BuildConfig,
+    store: DuckDBStore,
+    llm: LLMBackend,
+    slurm: SlurmDispatch,
 ) -> dg.MaterializeResult:
     """One solution summary per document (human-written, or LLM-written with provenance)."""
 
@@ -77,7 +82,12 @@ def summaries(
             )
             figures = {}
         else:
-            cached = CachedLLM(llm, store, context.run.run_id)
+            cached = CachedLLM(
+                llm,
+                store,
+                context.run.run_id,
+                dispatch=maybe_dispatcher(build, slurm, context, llm),
+            )
             table, stats = llm_summaries(
                 cached,
                 corpus,
@@ -113,7 +123,11 @@ def summaries(
 
 @dg.asset(group_name="annotation", deps=["corpus", "ontology"], kinds={"duckdb"})
 def topic_annotations(
-    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore, llm: LLMBackend
+    context: dg.AssetExecutionContext,
+    build: BuildConfig,
+    store: DuckDBStore,
+    llm: LLMBackend,
+    slurm: SlurmDispatch,
 ) -> dg.MaterializeResult:
     """(doc_id, topic_id) rows validated against the ontology; unknown ids are rejected."""
 
@@ -137,7 +151,12 @@ def topic_annotations(
                 pl.lit("topic id is not an ontology node").alias("reason")
             )
         else:
-            cached = CachedLLM(llm, store, context.run.run_id)
+            cached = CachedLLM(
+                llm,
+                store,
+                context.run.run_id,
+                dispatch=maybe_dispatcher(build, slurm, context, llm),
+            )
             valid, rejected, stats = llm_topics(
                 cached,
                 corpus,

@@ -12,6 +12,7 @@ from saber_assets.evaluation import leaderboard, retriever_runs
 from saber_assets.export import benchmark_export
 from saber_assets.pools import candidate_pools
 from saber_assets.report import build_report
+from saber_assets.schedules import build_schedules, build_sensors
 from saber_assets.similarity import queries, summary_similarity, topic_similarity
 from saber_assets.tournament import make_judgment_assets
 from saber_assets.validity import rating_intervals, validity_report
@@ -21,6 +22,7 @@ from saber_resources.llm.base import LLMBackend
 from saber_resources.llm.embedded import EmbeddedBackend
 from saber_resources.llm.openai_compat import OpenAICompatibleBackend
 from saber_resources.llm.vllm_backend import VLLMBackend
+from saber_resources.slurm import SlurmDispatch, slurm_dispatch_from_build
 from saber_resources.storage import DuckDBStore
 
 BUILD_JOB = "build_benchmark"
@@ -99,14 +101,18 @@ def build_definitions(
         selection=dg.AssetSelection.groups("evaluation"),
         description="Evaluate retrievers on the export and refresh the leaderboard.",
     )
+    slurm = slurm_dispatch_from_build(build) if build.execution == "slurm" else None
     return dg.Definitions(
         assets=assets,
         jobs=[job, eval_job],
+        schedules=build_schedules(build),
+        sensors=build_sensors(build, slurm),
         resources={
             "build": build,
             "store": DuckDBStore(database=str(build.database_path)),
             "llm": backend,
             "judge": make_judge(build, backend),
+            "slurm": slurm or SlurmDispatch(),
         },
     )
 

@@ -12,6 +12,7 @@ from saber_core.bradley_terry import fit_bradley_terry, rescale_ratings
 from saber_core.tournament import swiss_round
 from saber_resources.config import BuildConfig
 from saber_resources.judge import PairwiseJudge
+from saber_resources.slurm import SlurmDispatch, maybe_dispatcher
 from saber_resources.storage import DuckDBStore
 
 
@@ -61,6 +62,7 @@ def make_round_asset(r: int) -> dg.AssetsDefinition:
         build: BuildConfig,
         store: DuckDBStore,
         judge: PairwiseJudge,
+        slurm: SlurmDispatch,
     ) -> dg.MaterializeResult:
         def compute() -> StageOutput:
             query_ids, docs = pool_matrix(store)
@@ -79,7 +81,8 @@ def make_round_asset(r: int) -> dg.AssetsDefinition:
             first = [text[docs[i, p]] for i, p in zip(q_idx, pos_a, strict=True)]
             second = [text[docs[i, p]] for i, p in zip(q_idx, pos_b, strict=True)]
             context.log.info(f"{name}: judging {len(qs)} pairs for {len(query_ids)} queries")
-            verdict = judge.judge(qs, first, second, store, context.run.run_id)
+            dispatch = maybe_dispatcher(build, slurm, context, getattr(judge, "backend", None))
+            verdict = judge.judge(qs, first, second, store, context.run.run_id, dispatch)
             s = verdict.stats
             fail_on_backend_errors(name, s.errors, s.calls, s.hits)
             p = verdict.p_first

@@ -61,6 +61,16 @@ class BuildConfig(dg.ConfigurableResource):
     bt_c: float = 1.0
     neighbours_kept: int = 50
     max_text_chars: int = 100_000
+    execution: Literal["local", "slurm"] = "local"
+    slurm_profile: str = "dev"
+    slurm_shard_size: int = 0
+    slurm_max_retries: int = -1
+    slurm_partition: str = ""
+    slurm_account: str = ""
+    slurm_time_limit: str = ""
+    slurm_gpus_per_node: int = -1
+    rebuild_cron: str = ""
+    watch_inputs: bool = False
     validity_bootstrap: int = 200
     validity_rr_queries: int = 3
     contamination_corpus: str = ""

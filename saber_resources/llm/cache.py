@@ -24,8 +24,12 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
     call_key VARCHAR PRIMARY KEY, backend VARCHAR, model VARCHAR, identity VARCHAR,
     prompt_id VARCHAR, prompt_hash VARCHAR, sampling VARCHAR, input_hash VARCHAR,
     text VARCHAR, choice_logprobs VARCHAR, response_id VARCHAR, prompt_tokens BIGINT,
-    completion_tokens BIGINT, run_id VARCHAR, created_at TIMESTAMPTZ
+    completion_tokens BIGINT, run_id VARCHAR, created_at TIMESTAMPTZ, extra VARCHAR
 )"""
+COLUMNS = (
+    "call_key, backend, model, identity, prompt_id, prompt_hash, sampling, input_hash, text, "
+    "choice_logprobs, response_id, prompt_tokens, completion_tokens, run_id, created_at, extra"
+)
 
 
 @dataclass
@@ -66,8 +70,9 @@ class CachedLLM:
         stats = CallStats(hits=sum(k in cached for k in keys))
         missing = list(dict.fromkeys(k for k in keys if k not in cached))
         by_key = {k: r for k, r in zip(keys, requests, strict=True)}
-        for start in range(0, len(missing), self.chunk_size):
-            chunk = missing[start : start + self.chunk_size]
+        size = getattr(self.dispatch, "chunk_size", None) or self.chunk_size
+        for start in range(0, len(missing), size):
+            chunk = missing[start : start + size]
             results = (self.dispatch or self.backend.generate)([by_key[k] for k in chunk])
             stats.calls += len(chunk)
             good = [(k, r) for k, r in zip(chunk, results, strict=True) if r.error is None]
@@ -76,7 +81,7 @@ class CachedLLM:
             cached.update(good)
             cached.update((k, r) for k, r in zip(chunk, results, strict=True) if r.error)
             if progress:
-                progress(min(start + self.chunk_size, len(missing)), len(missing))
+                progress(min(start + size, len(missing)), len(missing))
         return [cached[k] for k in keys], keys, stats
 
     def lookup(self, keys: Sequence[str]) -> dict[str, LLMResult]:
@@ -109,11 +114,15 @@ class CachedLLM:
              json.dumps(identity, sort_keys=True), req.prompt_id, req.prompt_hash,
              json.dumps(req.sampling(), sort_keys=True), req.input_hash, res.text,
              json.dumps(res.choice_logprobs) if res.choice_logprobs is not None else None,
-             res.response_id, res.prompt_tokens, res.completion_tokens, self.run_id, now]
+             res.response_id, res.prompt_tokens, res.completion_tokens, self.run_id, now,
+             json.dumps(res.extra, sort_keys=True, default=str) if res.extra else None]
             for key, req, res in rows
         ]  # fmt: skip
         with self.store.connect() as con:
             con.execute(SCHEMA)
+            con.execute(f"ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS extra VARCHAR")
             con.begin()
-            con.executemany(f"INSERT OR IGNORE INTO {TABLE} VALUES ({', '.join('?' * 15)})", values)
+            con.executemany(
+                f"INSERT OR IGNORE INTO {TABLE} ({COLUMNS}) VALUES ({', '.join('?' * 16)})", values
+            )
             con.commit()

@@ -1,0 +1,313 @@
+"""The SLURM payload: answer one shard of LLM requests on a compute node.
+
+dagster-slurm uploads this file and runs it in the payload environment (``P/env/bin/python``)
+inside an ``sbatch`` job. It reads ``requests.parquet`` from the shard folder named in the Pipes
+extras, builds the backend from its spec (``module:Class`` plus a JSON config), answers every
+request in progress batches, writes ``results.parquet`` and ``stats.json`` atomically (a shard
+with results is done and is never run again) and reports progress, throughput and provenance
+(SLURM job id, node, GPU) through dagster-pipes. The dispatcher (``saber_resources.slurm``) uses
+the (de)serializers below, so a round trip is the same code on both sides.
+
+Failure injection for tests: ``SABER_PAYLOAD_FAIL=always`` fails every attempt;
+``SABER_PAYLOAD_FAIL=once`` fails the first attempt of a shard (marker file ``.failed_once``);
+``SABER_PAYLOAD_FAIL=hang`` sleeps until SLURM's time limit ends the job (TIMEOUT).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from saber_resources.llm.base import ChatMessage, LLMBackend, LLMRequest, LLMResult
+
+REQUESTS = "requests.parquet"
+RESULTS = "results.parquet"
+STATS = "stats.json"
+FAIL_ENV = "SABER_PAYLOAD_FAIL"
+SECRET_HINTS = ("key", "secret", "token", "password")
+
+REQUEST_SCHEMA = pa.schema(
+    [
+        ("index", pa.int64()),
+        ("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+        ("prompt_id", pa.string()),
+        ("prompt_hash", pa.string()),
+        ("input_hash", pa.string()),
+        ("max_tokens", pa.int64()),
+        ("temperature", pa.float64()),
+        ("top_p", pa.float64()),
+        ("seed", pa.int64()),
+        ("choices", pa.list_(pa.string())),
+        ("logprobs", pa.bool_()),
+    ]
+)
+RESULT_SCHEMA = pa.schema(
+    [
+        ("index", pa.int64()),
+        ("text", pa.string()),
+        ("response_id", pa.string()),
+        ("choice_logprobs", pa.string()),
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+        ("error", pa.string()),
+        ("extra", pa.string()),
+    ]
+)
+
+
+def requests_to_table(requests: Sequence[LLMRequest]) -> pa.Table:
+    """Requests as an Arrow table (messages, sampling parameters and choices included)."""
+    rows = [
+        {
+            "index": i,
+            "messages": [{"role": m.role, "content": m.content} for m in r.messages],
+            "prompt_id": r.prompt_id,
+            "prompt_hash": r.prompt_hash,
+            "input_hash": r.input_hash,
+            "max_tokens": r.max_tokens,
+            "temperature": r.temperature,
+            "top_p": r.top_p,
+            "seed": r.seed,
+            "choices": list(r.choices) if r.choices is not None else None,
+            "logprobs": r.logprobs,
+        }
+        for i, r in enumerate(requests)
+    ]
+    return pa.Table.from_pylist(rows, schema=REQUEST_SCHEMA)
+
+
+def table_to_requests(table: pa.Table) -> list[LLMRequest]:
+    """The requests of a table written by ``requests_to_table``, in ``index`` order."""
+    rows = sorted(table.to_pylist(), key=lambda row: row["index"])
+    return [
+        LLMRequest(
+            messages=tuple(ChatMessage(m["role"], m["content"]) for m in row["messages"]),
+            prompt_id=row["prompt_id"],
+            prompt_hash=row["prompt_hash"],
+            input_hash=row["input_hash"],
+            max_tokens=row["max_tokens"],
+            temperature=row["temperature"],
+            top_p=row["top_p"],
+            seed=row["seed"],
+            choices=tuple(row["choices"]) if row["choices"] is not None else None,
+            logprobs=row["logprobs"],
+        )
+        for row in rows
+    ]
+
+
+def results_to_table(results: Sequence[LLMResult]) -> pa.Table:
+    """Results as an Arrow table (log-probs and extras as JSON; floats round-trip exactly)."""
+    rows = [
+        {
+            "index": i,
+            "text": r.text,
+            "response_id": r.response_id,
+            "choice_logprobs": json.dumps(r.choice_logprobs)
+            if r.choice_logprobs is not None
+            else None,
+            "prompt_tokens": r.prompt_tokens,
+            "completion_tokens": r.completion_tokens,
+            "error": r.error,
+            "extra": json.dumps(r.extra, sort_keys=True, default=str),
+        }
+        for i, r in enumerate(results)
+    ]
+    return pa.Table.from_pylist(rows, schema=RESULT_SCHEMA)
+
+
+def table_to_results(table: pa.Table) -> list[LLMResult]:
+    """The results of a table written by ``results_to_table``, in ``index`` order."""
+    rows = sorted(table.to_pylist(), key=lambda row: row["index"])
+    return [
+        LLMResult(
+            text=row["text"],
+            response_id=row["response_id"] or "",
+            choice_logprobs=json.loads(row["choice_logprobs"]) if row["choice_logprobs"] else None,
+            prompt_tokens=row["prompt_tokens"],
+            completion_tokens=row["completion_tokens"],
+            error=row["error"],
+            extra=json.loads(row["extra"]) if row["extra"] else {},
+        )
+        for row in rows
+    ]
+
+
+def backend_spec(backend: LLMBackend) -> tuple[str, dict[str, Any]]:
+    """``module:Class`` and the JSON-able config of a backend (secret-looking fields dropped)."""
+    cls = type(backend)
+    config = {
+        k: v
+        for k, v in backend.model_dump().items()
+        if not any(h in k.lower() for h in SECRET_HINTS)
+    }
+    return f"{cls.__module__}:{cls.__qualname__}", json.loads(json.dumps(config, default=str))
+
+
+def build_backend(spec: str, config: dict[str, Any]) -> LLMBackend:
+    """The backend named by ``module:Class`` with the given config."""
+    module, _, name = spec.partition(":")
+    cls = getattr(importlib.import_module(module), name)
+    if not (isinstance(cls, type) and issubclass(cls, LLMBackend)):
+        raise TypeError(f"{spec} is not an LLMBackend")
+    return cls(**config)
+
+
+def _run(cmd: list[str]) -> str:
+    if not shutil.which(cmd[0]):
+        return ""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def node_provenance() -> dict[str, str]:
+    """Where this runs: SLURM job id, node, visible GPUs, their model (nvidia-smi) and GRES."""
+    job = os.environ.get("SLURM_JOB_ID", "")
+    names = _run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]).splitlines()
+    gres = _run(["scontrol", "show", "job", "-d", job]) if job else ""
+    match = re.search(r"GRES=gpu:([^:(\s]+):", gres)
+    gpu = ",".join(sorted({n.strip() for n in names if n.strip()}))
+    return {
+        "slurm_job_id": job,
+        "slurm_node": os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
+        "slurm_partition": os.environ.get("SLURM_JOB_PARTITION", ""),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+        "gres_gpu_type": match.group(1) if match else "",
+        "gpu": gpu or (f"gres:{match.group(1)}" if match else "none"),
+    }
+
+
+def _maybe_fail(shard_dir: Path) -> None:
+    mode = os.environ.get(FAIL_ENV, "")
+    if mode == "always":
+        raise RuntimeError(f"injected failure ({FAIL_ENV}=always)")
+    if mode == "hang":
+        while True:
+            time.sleep(60)
+    if mode == "once":
+        marker = shard_dir / ".failed_once"
+        if not marker.exists():
+            marker.write_text(os.environ.get("SLURM_JOB_ID", ""))
+            raise RuntimeError(f"injected failure ({FAIL_ENV}=once)")
+
+
+def _write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def run_shard(
+    shard_dir: Path,
+    spec: str,
+    config: dict[str, Any],
+    progress_every: int = 2048,
+    log: Callable[[str], None] = print,
+    warmup: bool = True,
+) -> dict[str, Any]:
+    """Answer ``shard_dir/requests.parquet`` into ``results.parquet``; return the shard's stats.
+
+    ``warmup`` answers the first request once on its own (discarded) so that model loading is
+    timed as ``warmup_s`` and not counted in the shard's throughput.
+    """
+    _maybe_fail(shard_dir)
+    requests = table_to_requests(pq.read_table(shard_dir / REQUESTS))
+    where = node_provenance()
+    log(f"shard {shard_dir.name}: {len(requests)} requests on {where['slurm_node']} ({spec})")
+    started = time.perf_counter()
+    backend = build_backend(spec, config)
+    warmup_s = 0.0
+    if warmup and requests:
+        backend.generate(requests[:1])
+        warmup_s = time.perf_counter() - started
+        log(f"shard {shard_dir.name}: backend ready in {warmup_s:.1f}s")
+    results: list[LLMResult] = []
+    step = max(progress_every, 1)
+    generate_s = 0.0
+    for start in range(0, len(requests), step):
+        batch = requests[start : start + step]
+        t0 = time.perf_counter()
+        results += backend.generate(batch)
+        generate_s += time.perf_counter() - t0
+        log(f"shard {shard_dir.name}: {len(results)}/{len(requests)} answered")
+    elapsed = time.perf_counter() - started
+    prompt = sum(r.prompt_tokens or 0 for r in results)
+    completion = sum(r.completion_tokens or 0 for r in results)
+    stats = {
+        **where,
+        "shard": shard_dir.name,
+        "identity": backend.identity(),
+        "n_requests": len(requests),
+        "n_errors": sum(r.error is not None for r in results),
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "elapsed_s": round(elapsed, 3),
+        "warmup_s": round(warmup_s, 3),
+        "generate_s": round(generate_s, 3),
+        "requests_per_s": round(len(requests) / generate_s, 3) if generate_s else 0.0,
+        "tokens_per_s": round((prompt + completion) / generate_s, 1) if generate_s else 0.0,
+    }
+    keys = ("slurm_job_id", "slurm_node", "gpu", "cuda_visible_devices")
+    extra = {k: stats[k] for k in keys}
+    extra.update(shard=shard_dir.name, shard_elapsed_s=stats["elapsed_s"])
+    stamped = [
+        LLMResult(
+            text=r.text,
+            response_id=r.response_id,
+            choice_logprobs=r.choice_logprobs,
+            prompt_tokens=r.prompt_tokens,
+            completion_tokens=r.completion_tokens,
+            error=r.error,
+            extra={**r.extra, **extra},
+        )
+        for r in results
+    ]
+    _write_atomic(shard_dir / RESULTS, lambda p: pq.write_table(results_to_table(stamped), p))
+    _write_atomic(shard_dir / STATS, lambda p: p.write_text(json.dumps(stats, indent=1)))
+    log(
+        f"shard {shard_dir.name}: done in {elapsed:.1f}s, {stats['requests_per_s']} req/s, "
+        f"{stats['tokens_per_s']} tok/s"
+    )
+    return stats
+
+
+def main() -> None:
+    """Entry point inside the SLURM job: shard folder and backend come from the Pipes extras."""
+    from dagster_pipes import open_dagster_pipes
+
+    with open_dagster_pipes() as pipes:
+
+        def log(message: str) -> None:
+            print(message, flush=True)
+            pipes.log.info(message)
+
+        extras = pipes.extras
+        stats = run_shard(
+            Path(extras["shard_dir"]),
+            extras["backend_spec"],
+            extras.get("backend_config") or {},
+            int(extras.get("progress_every") or 2048),
+            log=log,
+            warmup=bool(extras.get("warmup", True)),
+        )
+        pipes.report_custom_message({"saber_shard_stats": stats})
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
