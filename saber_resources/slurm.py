@@ -35,7 +35,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -377,18 +377,7 @@ class SlurmDispatcher:
 
     def _stamp(self, results: list[LLMResult], record: ShardRecord) -> list[LLMResult]:
         extra = {"slurm_shard_reused": record.reused, "slurm_attempts": len(record.attempts)}
-        return [
-            LLMResult(
-                text=r.text,
-                response_id=r.response_id,
-                choice_logprobs=r.choice_logprobs,
-                prompt_tokens=r.prompt_tokens,
-                completion_tokens=r.completion_tokens,
-                error=r.error,
-                extra={**r.extra, **extra},
-            )
-            for r in results
-        ]
+        return [replace(r, extra={**r.extra, **extra}) for r in results]
 
     def _check_identity(self, record: ShardRecord) -> None:
         remote = record.stats.get("identity")

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -265,18 +266,7 @@ def run_shard(
     keys = ("slurm_job_id", "slurm_node", "gpu", "cuda_visible_devices")
     extra = {k: stats[k] for k in keys}
     extra.update(shard=shard_dir.name, shard_elapsed_s=stats["elapsed_s"])
-    stamped = [
-        LLMResult(
-            text=r.text,
-            response_id=r.response_id,
-            choice_logprobs=r.choice_logprobs,
-            prompt_tokens=r.prompt_tokens,
-            completion_tokens=r.completion_tokens,
-            error=r.error,
-            extra={**r.extra, **extra},
-        )
-        for r in results
-    ]
+    stamped = [replace(r, extra={**r.extra, **extra}) for r in results]
     _write_atomic(shard_dir / RESULTS, lambda p: pq.write_table(results_to_table(stamped), p))
     _write_atomic(shard_dir / STATS, lambda p: p.write_text(json.dumps(stats, indent=1)))
     log(
