@@ -30,6 +30,7 @@ from saber_core.validity_contamination import containment
 from saber_core.validity_triage import calibrate_margin, triage_by_probability
 from saber_resources.config import BuildConfig
 from saber_resources.judge import PairwiseJudge
+from saber_resources.slurm import SlurmDispatch, maybe_dispatcher
 from saber_resources.sources import load_corpus_frame
 from saber_resources.storage import DuckDBStore
 
@@ -102,7 +103,7 @@ def rating_intervals(
     )
 
 
-def _round_robin_sample(context, build, store, judge, query_ids, docs, judgments):
+def _round_robin_sample(dispatch, context, build, store, judge, query_ids, docs, judgments):
     """τ and pairwise agreement of Swiss-BT vs full round-robin BT on a seeded query sample."""
     rng = np.random.default_rng([build.seed, 8])
     k = min(build.validity_rr_queries, len(query_ids))
@@ -126,6 +127,7 @@ def _round_robin_sample(context, build, store, judge, query_ids, docs, judgments
             [texts[docs[qi, j]] for _, j in todo],
             store,
             context.run.run_id,
+            dispatch,
         )
         p = verdict.p_first
         new = dict(zip(todo, np.where(p > 0.5, 1.0, np.where(p < 0.5, 0.0, np.nan)), strict=True))
@@ -294,14 +296,16 @@ def validity_report(
     build: BuildConfig,
     store: DuckDBStore,
     judge: PairwiseJudge,
+    slurm: SlurmDispatch,
 ) -> dg.MaterializeResult:
     """Tournament reliability, triage, contamination and recipe figures for this build."""
 
     def compute() -> StageOutput:
         query_ids, docs, judgments, arrays = comparison_arrays(store)
         q, a, b, y = arrays
+        dispatch = maybe_dispatcher(build, slurm, context, getattr(judge, "backend", None))
         rr, taus, agree = _round_robin_sample(
-            context, build, store, judge, query_ids, docs, judgments
+            dispatch, context, build, store, judge, query_ids, docs, judgments
         )
         half = split_half_reliability(
             q, a, b, y, len(query_ids), docs.shape[1], seed=build.seed, C=build.bt_c
