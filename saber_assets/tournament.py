@@ -1,6 +1,7 @@
 """Stage: Swiss tournament rounds (one asset per round), all judgments, Bradley–Terry ratings."""
 
 import hashlib
+from typing import NamedTuple
 
 import dagster as dg
 import numpy as np
@@ -9,11 +10,27 @@ import polars as pl
 from saber_assets.common import full_text
 from saber_assets.runtime import StageOutput, check, fail_on_backend_errors, materialize_stage
 from saber_core.bradley_terry import fit_bradley_terry, rescale_ratings
-from saber_core.tournament import swiss_round
+from saber_core.pairing import pair_round, round_rng
 from saber_resources.config import BuildConfig
 from saber_resources.judge import PairwiseJudge
 from saber_resources.slurm import SlurmDispatch, maybe_dispatcher
 from saber_resources.storage import DuckDBStore
+
+
+class Played(NamedTuple):
+    """Judgments as arrays: query index, pool positions a < b, hard outcome, judge p(a)."""
+
+    q: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    outcome: np.ndarray
+    p_a: np.ndarray
+
+    def bt_inputs(self, soft: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(q, a, b, y) for Bradley–Terry: y = p_a when ``soft`` (NaN where the hard outcome
+        was dropped too), else the hard outcome."""
+        y = np.where(np.isnan(self.outcome), np.nan, self.p_a) if soft else self.outcome
+        return self.q, self.a, self.b, y
 
 
 def round_name(r: int) -> str:
@@ -28,26 +45,55 @@ def pool_matrix(store: DuckDBStore) -> tuple[list[str], np.ndarray]:
     return grouped["query_id"].to_list(), np.array(grouped["doc_id"].to_list(), dtype=object)
 
 
+def _as_played(table: pl.DataFrame | None, query_ids: list[str]) -> Played:
+    if table is None or table.height == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return Played(empty, empty, empty, np.zeros(0), np.zeros(0))
+    index = {q: i for i, q in enumerate(query_ids)}
+    return Played(
+        np.array([index[x] for x in table["query_id"].to_list()], dtype=np.int64),
+        table["pos_a"].to_numpy(),
+        table["pos_b"].to_numpy(),
+        table["outcome"].cast(pl.Float64).fill_null(np.nan).to_numpy(),
+        table["p_a"].cast(pl.Float64).fill_null(np.nan).to_numpy(),
+    )
+
+
+def played_rounds(store: DuckDBStore, query_ids: list[str], before_round: int) -> Played:
+    """The judgments of rounds ``1 .. before_round − 1`` (NaN outcome/p_a = dropped)."""
+    tables = [store.read_table(round_name(r)) for r in range(1, before_round)]
+    return _as_played(pl.concat(tables, how="vertical") if tables else None, query_ids)
+
+
+def judgment_arrays(store: DuckDBStore, query_ids: list[str]) -> Played:
+    """Every judgment of the ``judgments`` table as arrays (row order kept)."""
+    return _as_played(store.read_table("judgments"), query_ids)
+
+
 def standings(
     store: DuckDBStore, query_ids: list[str], n: int, before_round: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Wins and met-matrix of every query after rounds ``1 .. before_round − 1``."""
+    played = played_rounds(store, query_ids, before_round)
+    q, a, b, outcome = played.q, played.a, played.b, played.outcome
     wins = np.zeros((len(query_ids), n))
     met = np.zeros((len(query_ids), n, n), dtype=bool)
-    index = {q: i for i, q in enumerate(query_ids)}
-    for r in range(1, before_round):
-        table = store.read_table(round_name(r)).sort("query_id", "slot")
-        q = np.array([index[x] for x in table["query_id"].to_list()], dtype=np.int64)
-        a, b = table["pos_a"].to_numpy(), table["pos_b"].to_numpy()
-        outcome = table["outcome"].fill_null(np.nan).to_numpy()
-        met[q, a, b] = met[q, b, a] = True
-        np.add.at(wins, (q[outcome == 1.0], a[outcome == 1.0]), 1.0)
-        np.add.at(wins, (q[outcome == 0.0], b[outcome == 0.0]), 1.0)
+    met[q, a, b] = met[q, b, a] = True
+    np.add.at(wins, (q[outcome == 1.0], a[outcome == 1.0]), 1.0)
+    np.add.at(wins, (q[outcome == 0.0], b[outcome == 0.0]), 1.0)
     return wins, met
 
 
 def _input_hash(*texts: str) -> str:
     return hashlib.sha256("\x1f".join(texts).encode()).hexdigest()[:16]
+
+
+def pairing_settings(build: BuildConfig) -> dict[str, object]:
+    """What decides the pairs of a round besides the seed and the judgments (fingerprinted):
+    nothing more for Swiss; the strategy, soft outcomes and C for information pairing."""
+    if build.pairing == "swiss":
+        return {}
+    return {"pairing": build.pairing, "bt_soft": build.bt_soft, "C": build.bt_c}
 
 
 def make_round_asset(r: int) -> dg.AssetsDefinition:
@@ -68,7 +114,10 @@ def make_round_asset(r: int) -> dg.AssetsDefinition:
             query_ids, docs = pool_matrix(store)
             n = docs.shape[1] if docs.size else 0
             wins, met = standings(store, query_ids, n, r)
-            pairs = swiss_round(wins, met, np.random.default_rng([build.seed, r]))
+            history = played_rounds(store, query_ids, r).bt_inputs(build.bt_soft)
+            pairs = pair_round(
+                build.pairing, wins, met, history, round_rng(build.seed, r), C=build.bt_c
+            )
             q_idx, slot = np.nonzero(pairs[..., 0] >= 0)
             pos_a, pos_b = pairs[q_idx, slot, 0], pairs[q_idx, slot, 1]
             texts = (
@@ -128,7 +177,12 @@ def make_round_asset(r: int) -> dg.AssetsDefinition:
         return materialize_stage(
             context,
             store,
-            settings={"seed": build.seed, "round": r, **judge.provenance()},
+            settings={
+                "seed": build.seed,
+                "round": r,
+                **pairing_settings(build),
+                **judge.provenance(),
+            },
             upstream=upstream,
             compute=compute,
         )
@@ -211,12 +265,9 @@ def make_judgment_assets(rounds: int) -> list[dg.AssetsDefinition]:
         def compute() -> StageOutput:
             query_ids, docs = pool_matrix(store)
             n = docs.shape[1]
-            t = store.read_table("judgments")
-            index = {q: i for i, q in enumerate(query_ids)}
-            q = np.array([index[x] for x in t["query_id"].to_list()], dtype=np.int64)
-            outcome = t["outcome"].fill_null(np.nan).to_numpy()
-            a, b = t["pos_a"].to_numpy(), t["pos_b"].to_numpy()
-            beta = fit_bradley_terry(q, a, b, outcome, len(query_ids), n, C=build.bt_c)
+            q, a, b, y = judgment_arrays(store, query_ids).bt_inputs(build.bt_soft)
+            outcome = y
+            beta = fit_bradley_terry(q, a, b, y, len(query_ids), n, C=build.bt_c)
             rating = rescale_ratings(beta)
             decided = ~np.isnan(outcome)
             games = np.zeros((len(query_ids), n))
@@ -240,6 +291,7 @@ def make_judgment_assets(rounds: int) -> list[dg.AssetsDefinition]:
                 figures={
                     "n_ratings": table.height,
                     "bt_C": build.bt_c,
+                    "bt_outcomes": "soft (judge probabilities)" if build.bt_soft else "hard",
                     "mean_rating": float(table["rating"].mean()),
                     "mean_within_query_std": float(spread.mean()),
                 },
@@ -270,7 +322,7 @@ def make_judgment_assets(rounds: int) -> list[dg.AssetsDefinition]:
         return materialize_stage(
             context,
             store,
-            settings={"C": build.bt_c},
+            settings={"C": build.bt_c, **({"soft": True} if build.bt_soft else {})},
             upstream=["judgments", "candidate_pools"],
             compute=compute,
             checks=checks,

@@ -13,7 +13,7 @@ from scipy.special import expit
 from saber_assets.common import full_text
 from saber_assets.runtime import StageOutput, check, materialize_stage
 from saber_assets.similarity import matrix_path
-from saber_assets.tournament import pool_matrix
+from saber_assets.tournament import judgment_arrays, pool_matrix
 from saber_core.bradley_terry import fit_bradley_terry
 from saber_core.pools import select_pool
 from saber_core.text import build_token_matrix, jaccard_one_vs_many
@@ -37,19 +37,14 @@ from saber_resources.storage import DuckDBStore
 TRIAGE_THRESHOLDS = (0.1, 0.2, 0.3, 0.4)
 
 
-def comparison_arrays(store: DuckDBStore) -> tuple[list[str], np.ndarray, pl.DataFrame, tuple]:
-    """Query ids, pool doc ids, the judgments, and (query index, a, b, outcome) arrays."""
+def comparison_arrays(
+    store: DuckDBStore, soft: bool
+) -> tuple[list[str], np.ndarray, pl.DataFrame, tuple]:
+    """Query ids, pool doc ids, the judgments, and the (query index, a, b, y) Bradley–Terry
+    inputs (y: judge probabilities when ``soft``, else hard outcomes), as ``bt_ratings`` fits."""
     query_ids, docs = pool_matrix(store)
     judgments = store.read_table("judgments")
-    index = {q: i for i, q in enumerate(query_ids)}
-    q = np.array([index[x] for x in judgments["query_id"].to_list()], dtype=np.int64)
-    outcome = judgments["outcome"].fill_null(np.nan).to_numpy()
-    return (
-        query_ids,
-        docs,
-        judgments,
-        (q, judgments["pos_a"].to_numpy(), judgments["pos_b"].to_numpy(), outcome),
-    )
+    return query_ids, docs, judgments, judgment_arrays(store, query_ids).bt_inputs(soft)
 
 
 @dg.asset(group_name="tournament", deps=["judgments", "candidate_pools"])
@@ -59,7 +54,7 @@ def rating_intervals(
     """Percentile bootstrap 95% intervals of every rating (seeded; resampled judgments)."""
 
     def compute() -> StageOutput:
-        query_ids, docs, _, (q, a, b, y) = comparison_arrays(store)
+        query_ids, docs, _, (q, a, b, y) = comparison_arrays(store, build.bt_soft)
         n = docs.shape[1]
         boot = bootstrap_intervals(
             q,
@@ -97,7 +92,12 @@ def rating_intervals(
     return materialize_stage(
         context,
         store,
-        settings={"B": build.validity_bootstrap, "seed": build.seed, "C": build.bt_c},
+        settings={
+            "B": build.validity_bootstrap,
+            "seed": build.seed,
+            "C": build.bt_c,
+            **({"soft": True} if build.bt_soft else {}),
+        },
         upstream=["judgments", "candidate_pools"],
         compute=compute,
     )
@@ -119,7 +119,13 @@ def _round_robin_sample(dispatch, context, build, store, judge, query_ids, docs,
     for qi in sample:
         query = query_ids[qi]
         played = judgments.filter(pl.col("query_id") == query)
-        known = {(a, b): o for a, b, o in played.select("pos_a", "pos_b", "outcome").rows()}
+        column = "p_a" if build.bt_soft else "outcome"
+        known = {
+            (a, b): (o if y is not None else None)
+            for a, b, o, y in played.select(
+                "pos_a", "pos_b", pl.col(column).alias("y"), pl.col("outcome").alias("hard")
+            ).rows()
+        }
         todo = [(i, j) for i, j in pairs.tolist() if (i, j) not in known]
         verdict = judge.judge(
             [texts[query]] * len(todo),
@@ -130,11 +136,14 @@ def _round_robin_sample(dispatch, context, build, store, judge, query_ids, docs,
             dispatch,
         )
         p = verdict.p_first
-        new = dict(zip(todo, np.where(p > 0.5, 1.0, np.where(p < 0.5, 0.0, np.nan)), strict=True))
+        hard = np.where(p > 0.5, 1.0, np.where(p < 0.5, 0.0, np.nan))
+        new = dict(
+            zip(todo, np.where(np.isnan(hard), np.nan, p) if build.bt_soft else hard, strict=True)
+        )
         outcome = np.array([known.get((i, j), new.get((i, j))) for i, j in pairs.tolist()], float)
         zeros = np.zeros(len(pairs), dtype=np.int64)
         rr = fit_bradley_terry(zeros, pairs[:, 0], pairs[:, 1], outcome, 1, n, C=build.bt_c)
-        swiss_y = played["outcome"].fill_null(np.nan).to_numpy()
+        swiss_y = np.array([known[k] for k in played.select("pos_a", "pos_b").rows()], float)
         sw = fit_bradley_terry(
             np.zeros(played.height, dtype=np.int64),
             played["pos_a"].to_numpy(),
@@ -301,7 +310,7 @@ def validity_report(
     """Tournament reliability, triage, contamination and recipe figures for this build."""
 
     def compute() -> StageOutput:
-        query_ids, docs, judgments, arrays = comparison_arrays(store)
+        query_ids, docs, judgments, arrays = comparison_arrays(store, build.bt_soft)
         q, a, b, y = arrays
         dispatch = maybe_dispatcher(build, slurm, context, getattr(judge, "backend", None))
         rr, taus, agree = _round_robin_sample(
@@ -383,6 +392,7 @@ def validity_report(
         "rr": build.validity_rr_queries,
         "seed": build.seed,
         "C": build.bt_c,
+        **({"soft": True} if build.bt_soft else {}),
         "external": build.contamination_corpus,
         "n": build.contam_ngram,
         "threshold": build.contam_threshold,

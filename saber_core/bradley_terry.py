@@ -178,4 +178,5 @@ def rescale_ratings(beta: np.ndarray) -> np.ndarray:
     lo = beta.min(axis=-1, keepdims=True)
     span = beta.max(axis=-1, keepdims=True) - lo
     flat = span == 0.0
-    return np.where(flat, 0.0, 5.0 * (beta - lo) / np.where(flat, 1.0, span))
+    # (β − lo) / span first: x / x is exactly 1, while (5 x) / x can round to 5 + 1 ulp.
+    return np.where(flat, 0.0, 5.0 * ((beta - lo) / np.where(flat, 1.0, span)))

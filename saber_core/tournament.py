@@ -124,7 +124,7 @@ def _greedy_in_order(order: np.ndarray, met: np.ndarray) -> tuple[np.ndarray, np
     return pairs, left
 
 
-def _repair(pairs: np.ndarray, count: int, leftover: list[int], met: np.ndarray) -> int:
+def repair_round(pairs: np.ndarray, count: int, leftover: list[int], met: np.ndarray) -> int:
     """Place left-over players of one query into ``pairs`` (m, 2) in place; returns new count.
 
     Two left-over players ``p, q`` have always met (else the greedy would have paired them), so
@@ -167,7 +167,7 @@ def _pair_in_order(order: np.ndarray, met: np.ndarray, repair: bool = True) -> n
         counts = (pairs[..., 0] >= 0).sum(axis=1)
         for qi in np.flatnonzero(left.sum(axis=1) >= 2):
             leftover = [int(x) for x in np.flatnonzero(left[qi])]
-            _repair(pairs[qi], int(counts[qi]), leftover, met[qi])
+            repair_round(pairs[qi], int(counts[qi]), leftover, met[qi])
     return np.sort(pairs, axis=-1)  # smaller id first; empty slots stay (-1, -1)
 
 

@@ -58,6 +58,8 @@ class BuildConfig(dg.ConfigurableResource):
     near_duplicate_cut: float = 0.8
     pool_fallback: Literal["relax", "skip"] = "relax"
     rounds: int = 8
+    pairing: Literal["swiss", "information"] = "swiss"  # swiss: the published method
+    bt_soft: bool = False  # fit BT (and information pairing) on the judge's probabilities
     bt_c: float = 1.0
     neighbours_kept: int = 50
     max_text_chars: int = 100_000
@@ -76,6 +78,7 @@ class BuildConfig(dg.ConfigurableResource):
     contamination_corpus: str = ""
     contam_ngram: int = 8
     contam_threshold: float = 0.35
+    recipe_summaries: str = "auto"  # auto | none | a {doc_id, summary} JSONL/parquet file
 
     def pool_config(self) -> PoolConfig:
         """The pool-selection part of the config."""

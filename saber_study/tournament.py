@@ -13,7 +13,7 @@ the same ``s`` and ``ε`` draws (common random numbers).
 
 Designs compared at the Swiss budget (``rounds · n / 2`` comparisons per query; 1,500 for
 150 × 20): Swiss-20 (the published pairing), information-gain pairing
-(:mod:`saber_core.validity_pairing`), random pairing, each fitted on hard outcomes or on the
+(:mod:`saber_core.pairing`), random pairing, each fitted on hard outcomes or on the
 judge's soft probabilities; and the full round robin (``n (n − 1) / 2``; 11,175). Metrics per
 query, then mean ± standard error over queries: Kendall τ-b to the true strengths, to the
 round-robin BT ratings (hard and soft) and pairwise agreement with the hard round-robin ratings.
@@ -41,6 +41,7 @@ import numpy as np
 from scipy.special import expit
 
 from saber_core.bradley_terry import fit_bradley_terry
+from saber_core.pairing import hard_outcomes, run_pairing
 from saber_core.tournament import comparisons, round_robin_pairs, run_swiss, swiss_round
 from saber_core.validity import (
     bootstrap_intervals,
@@ -50,7 +51,6 @@ from saber_core.validity import (
     spearman_rho,
     split_half_reliability,
 )
-from saber_core.validity_pairing import hard_outcomes, run_pairing
 from saber_core.validity_triage import calibrate_margin, triage_by_probability
 
 Comparisons = tuple[np.ndarray, np.ndarray, np.ndarray]  # query_idx, a, b

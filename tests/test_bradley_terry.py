@@ -144,3 +144,11 @@ def test_swiss_then_bt_recovers_latent_strengths(seed: int) -> None:
     ratings = rescale_ratings(beta)
     for qi in range(n_q):
         assert spearmanr(ratings[qi], truth[qi]).statistic > 0.8
+
+
+def test_rescale_ratings_never_exceeds_five() -> None:
+    """Regression: ``5 (β − lo) / span`` rounded to 5 + 1 ulp for some spans."""
+    beta = np.random.default_rng(3).normal(size=(20_000, 12))
+    out = rescale_ratings(beta)
+    assert out.max() == 5.0 and out.min() == 0.0
+    assert np.all(out.max(axis=1) == 5.0)

@@ -1,4 +1,5 @@
-"""Information-gain pairing: an alternative to Swiss pairing at the same budget (issue 8).
+"""Pairing strategies for the tournament rounds: Swiss (the published default, in
+:mod:`saber_core.tournament`), information-gain pairing and random pairing (a baseline).
 
 Same budget and rules as :mod:`saber_core.tournament`: every round each candidate plays at most
 once (``n // 2`` comparisons per query), no pair ever meets twice, pairs are written smaller id
@@ -31,7 +32,7 @@ import numpy as np
 from scipy.special import expit
 
 from saber_core.bradley_terry import fit_bradley_terry
-from saber_core.tournament import SwissResult, _repair
+from saber_core.tournament import SwissResult, repair_round, swiss_round
 
 ProbabilityJudge = Callable[[int, np.ndarray], np.ndarray]
 
@@ -40,8 +41,8 @@ ProbabilityJudge = Callable[[int, np.ndarray], np.ndarray]
 class AdaptiveResult(SwissResult):
     """A finished :func:`run_pairing` tournament: the :class:`SwissResult` fields plus
     ``p_first`` (R, Q, m) the judge's probability that the first candidate wins (NaN = dropped
-    or empty slot) and ``strengths`` (Q, n) the BT fit used for the last pairing (zeros for
-    ``random``).
+    or empty slot) and ``strengths`` (Q, n) the BT fit on all its judgments (soft or hard, as
+    played).
 
     ``outcomes`` are the hard outcomes ``1[p > ½]`` / ``0[p < ½]`` (NaN for p = ½), as the
     platform's round assets store them, so :func:`saber_core.tournament.comparisons` works.
@@ -123,7 +124,7 @@ def greedy_matching(
         free[qi, i] = free[qi, j] = False
     if repair:
         for q in np.flatnonzero(free.sum(axis=1) >= 2):
-            _repair(pairs[q], int(count[q]), [int(x) for x in np.flatnonzero(free[q])], met[q])
+            repair_round(pairs[q], int(count[q]), [int(x) for x in np.flatnonzero(free[q])], met[q])
     return np.sort(pairs, axis=-1)
 
 
@@ -150,7 +151,43 @@ def random_round(met: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return greedy_matching(np.zeros(met.shape), met, rng)
 
 
-STRATEGIES = ("information", "random")
+PAIRINGS = ("swiss", "information", "random")
+
+History = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # query index, a, b, outcome
+
+
+def pair_round(
+    pairing: str,
+    wins: np.ndarray,
+    met: np.ndarray,
+    history: History,
+    rng: np.random.Generator,
+    C: float = 1.0,
+) -> np.ndarray:
+    """Pair the next round of every query with ``pairing``; (Q, n // 2, 2), ``-1`` = empty.
+
+    ``swiss``: :func:`saber_core.tournament.swiss_round` on the win counts; ``information``:
+    :func:`information_round` on the BT strengths fitted (L2, ``C``) on ``history`` — the
+    earlier judgments ``(query index, a, b, outcome)``, hard or soft outcomes in [0, 1], NaN =
+    dropped; strengths are zero before any judgment; ``random``: :func:`random_round`.
+    """
+    if pairing not in PAIRINGS:
+        raise ValueError(f"pairing must be one of {PAIRINGS}, got {pairing!r}")
+    wins = np.asarray(wins, dtype=float)
+    if pairing == "swiss":
+        return swiss_round(wins, met, rng)
+    if pairing == "random":
+        return random_round(met, rng)
+    nq, n = wins.shape
+    q, a, b, y = history
+    decided = np.isfinite(np.asarray(y, dtype=float))
+    beta = fit_bradley_terry(q, a, b, y, nq, n, C=C) if decided.any() else np.zeros((nq, n))
+    return information_round(beta, met, rng)
+
+
+def round_rng(seed: int, r: int) -> np.random.Generator:
+    """The generator of round ``r`` (1-based): ``default_rng([seed, r])``, as the round assets."""
+    return np.random.default_rng([seed, r])
 
 
 def run_pairing(
@@ -163,38 +200,28 @@ def run_pairing(
     soft: bool = False,
     C: float = 1.0,
 ) -> AdaptiveResult:
-    """Play ``n_rounds`` rounds of ``strategy`` (``information`` or ``random``) for every query.
+    """Play ``n_rounds`` rounds of ``strategy`` (one of :data:`PAIRINGS`) for every query.
 
     ``judge(round, pairs)`` gets (Q, m, 2) pairs (``-1`` = empty slot) and returns the
-    probability (Q, m) that the first candidate wins (NaN = dropped). For ``information``, BT is
-    refitted before each round (same ``C`` as the final ratings) on all earlier judgments: on
-    the probabilities when ``soft``, else on the hard outcomes. ``random`` pairs each round
-    uniformly at random among unmet pairs (the budget-matched baseline). All randomness comes
-    from ``np.random.default_rng(seed)``.
+    probability (Q, m) that the first candidate wins (NaN = dropped). Each round is
+    :func:`pair_round` with :func:`round_rng` ``(seed, r)``, so the round assets of a build with
+    the same seed, pools and verdicts pair exactly the same way. ``soft``: the information
+    pairing refits BT on the probabilities, else on the hard outcomes.
     """
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-    rng = np.random.default_rng(seed)
+    if strategy not in PAIRINGS:
+        raise ValueError(f"strategy must be one of {PAIRINGS}, got {strategy!r}")
     nq, n, m = n_queries, n_players, n_players // 2
     met = np.zeros((nq, n, n), dtype=bool)
     wins = np.zeros((nq, n))
-    beta = np.zeros((nq, n))
     all_pairs = np.full((n_rounds, nq, m, 2), -1, dtype=np.int64)
     all_p = np.full((n_rounds, nq, m), np.nan)
     byes = np.zeros((n_rounds, nq), dtype=np.int64)
     for r in range(n_rounds):
-        if strategy == "random":
-            pairs = random_round(met, rng)
-        else:
-            if r > 0:
-                valid = all_pairs[:r, ..., 0] >= 0
-                _, qi, _ = np.nonzero(valid)
-                sel = all_pairs[:r][valid]
-                y = all_p[:r][valid]
-                beta = fit_bradley_terry(
-                    qi, sel[:, 0], sel[:, 1], y if soft else hard_outcomes(y), nq, n, C=C
-                )
-            pairs = information_round(beta, met, rng)
+        valid = all_pairs[:r, ..., 0] >= 0
+        _, qi, _ = np.nonzero(valid)
+        sel, y = all_pairs[:r][valid], all_p[:r][valid]
+        history = (qi, sel[:, 0], sel[:, 1], y if soft else hard_outcomes(y))
+        pairs = pair_round(strategy, wins, met, history, round_rng(seed, r + 1), C=C)
         filled = pairs[..., 0] >= 0
         p = np.asarray(judge(r, pairs.copy()), dtype=float)
         if p.shape != (nq, m):
@@ -212,11 +239,15 @@ def run_pairing(
         np.add.at(wins, (qi[decided], winner), 1.0)
         all_pairs[r], all_p[r] = pairs, p
         byes[r] = n - 2 * filled.sum(axis=1)
+    valid = all_pairs[..., 0] >= 0
+    _, qi, _ = np.nonzero(valid)
+    sel, y = all_pairs[valid], all_p[valid]
+    final = (qi, sel[:, 0], sel[:, 1], y if soft else hard_outcomes(y))
     return AdaptiveResult(
         pairs=all_pairs,
         outcomes=hard_outcomes(all_p),
         wins=wins,
         byes=byes,
         p_first=all_p,
-        strengths=beta,
+        strengths=fit_bradley_terry(*final, nq, n, C=C) if len(qi) else np.zeros((nq, n)),
     )

@@ -1,21 +1,22 @@
-"""Information-gain pairing: greedy matching vs a brute-force reference, tournament rules."""
+"""Pairing strategies: greedy information matching vs a brute-force reference, rules."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from saber_core.tournament import comparisons
-from saber_core.validity_pairing import (
+from saber_core.pairing import (
     AdaptiveResult,
     _strict_ranks,
     greedy_matching,
     hard_outcomes,
     information_round,
     information_weights,
+    pair_round,
     random_round,
     run_pairing,
 )
+from saber_core.tournament import comparisons
 
 
 def reference_greedy(rank: np.ndarray, met: np.ndarray) -> list[tuple[int, int]]:
@@ -94,7 +95,7 @@ def fixed_judge(strengths: np.ndarray, seed: int):
     return judge
 
 
-@pytest.mark.parametrize("strategy", ["information", "random"])
+@pytest.mark.parametrize("strategy", ["swiss", "information", "random"])
 @pytest.mark.parametrize("n", [10, 11])
 def test_tournament_rules_no_rematch_once_per_round(strategy, n):
     strengths = np.random.default_rng(0).normal(0, 1.5, (5, n))
@@ -153,10 +154,31 @@ def test_information_pairs_are_closer_than_random_pairs():
 
 def test_bad_inputs():
     with pytest.raises(ValueError, match="strategy"):
-        run_pairing(1, 4, 1, lambda r, p: np.zeros((1, 2)), seed=0, strategy="swiss")
+        run_pairing(1, 4, 1, lambda r, p: np.zeros((1, 2)), seed=0, strategy="elo")
+    with pytest.raises(ValueError, match="pairing"):
+        pair_round("elo", np.zeros((1, 4)), np.zeros((1, 4, 4), bool), (), np.random.default_rng())
     with pytest.raises(ValueError, match="shape"):
         run_pairing(1, 4, 1, lambda r, p: np.zeros((1, 3)), seed=0)
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         run_pairing(1, 4, 1, lambda r, p: np.full((1, 2), 2.0), seed=0)
     with pytest.raises(ValueError, match="weights"):
         greedy_matching(np.zeros((1, 3, 3)), np.zeros((1, 4, 4), bool), np.random.default_rng())
+
+
+def test_information_pairing_uses_the_history_it_is_given():
+    """With a history where 0 ≫ 1 ≫ … (a chain of wins), the heaviest pairs of the next
+    information round are nearest unmet neighbours in that order (gap 2, the middle of the
+    chain first); a round on an empty history is the seeded random round."""
+    n = 8
+    chain = np.arange(n - 1)
+    history = (np.zeros(n - 1, np.int64), chain, chain + 1, np.ones(n - 1))
+    met = np.zeros((1, n, n), dtype=bool)
+    met[0, chain, chain + 1] = met[0, chain + 1, chain] = True
+    pairs = pair_round("information", np.zeros((1, n)), met, history, np.random.default_rng(0))
+    gaps = np.abs(pairs[0, :, 0] - pairs[0, :, 1])
+    assert gaps[:2].tolist() == [2, 2]  # matched heaviest first
+    assert set(pairs[0, 0].tolist()) <= {2, 3, 4, 5}
+    empty = (np.zeros(0, np.int64),) * 3 + (np.zeros(0),)
+    no_history = pair_round("information", np.zeros((1, n)), met, empty, np.random.default_rng(0))
+    random = pair_round("random", np.zeros((1, n)), met, empty, np.random.default_rng(0))
+    np.testing.assert_array_equal(no_history, random)
