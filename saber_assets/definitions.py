@@ -11,6 +11,7 @@ from saber_assets.corpus import corpus, ontology
 from saber_assets.evaluation import leaderboard, retriever_runs
 from saber_assets.export import benchmark_export
 from saber_assets.pools import candidate_pools
+from saber_assets.recipe import recipe_sensitivity
 from saber_assets.report import build_report
 from saber_assets.schedules import build_schedules, build_sensors
 from saber_assets.similarity import queries, summary_similarity, topic_similarity
@@ -86,6 +87,7 @@ def build_definitions(
         *make_judgment_assets(build.rounds),
         rating_intervals,
         benchmark_export,
+        recipe_sensitivity,
         validity_report,
         build_report,
         retriever_runs,

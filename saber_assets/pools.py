@@ -6,13 +6,7 @@ import polars as pl
 
 from saber_assets.runtime import StageOutput, check, materialize_stage
 from saber_assets.similarity import matrix_path
-from saber_core.discovery import (
-    DiscoveryResult,
-    build_near_duplicate_index,
-    near_duplicates,
-    pool_frames,
-)
-from saber_core.pools import select_pool
+from saber_core.discovery import pool_frames, select_pools
 from saber_core.text import build_token_matrix
 from saber_resources.config import BuildConfig
 from saber_resources.storage import DuckDBStore
@@ -35,34 +29,16 @@ def candidate_pools(
     def compute() -> StageOutput:
         corpus = store.read_table("corpus")
         doc_ids = corpus["doc_id"].to_numpy()
-        problems = build_token_matrix(corpus["problem"])
-        near = build_near_duplicate_index(problems)
         query_table = store.read_table("queries")
-        bma = np.load(matrix_path(build, "topic_similarity"), mmap_mode="r")
-        jac = np.load(matrix_path(build, "summary_similarity"), mmap_mode="r")
-        pools, bma_rows, jaccard_rows = [], [], []
-        problem_jaccard = np.zeros(len(doc_ids), dtype=np.float32)
-        for q, doc_index in enumerate(query_table["doc_index"].to_list()):
-            dup_docs, dup_jaccard = near_duplicates(
-                near, problems.rows([doc_index]), config.near_duplicate_cut
-            )
-            problem_jaccard[dup_docs] = dup_jaccard
-            pool = select_pool(
-                q,
-                np.asarray(bma[q]),
-                np.asarray(jac[q]),
-                problem_jaccard,
-                config,
-                build.seed,
-                query_doc_index=doc_index,
-            )
-            problem_jaccard[dup_docs] = 0.0
-            pools.append(pool)
-            bma_rows.append(bma[q][pool.doc_index])
-            jaccard_rows.append(jac[q][pool.doc_index])
-            if q % 100 == 0:
-                context.log.info(f"candidate_pools: query {q + 1}/{query_table.height}")
-        result = DiscoveryResult(pools, bma_rows, jaccard_rows)
+        result = select_pools(
+            query_table["doc_index"].to_numpy(),
+            np.load(matrix_path(build, "topic_similarity"), mmap_mode="r"),
+            np.load(matrix_path(build, "summary_similarity"), mmap_mode="r"),
+            build_token_matrix(corpus["problem"]),
+            config,
+            build.seed,
+            progress=lambda done, total: context.log.info(f"candidate_pools: {done}/{total}"),
+        )
         pools, outcomes = pool_frames(result, query_table["query_id"].to_list(), doc_ids)
         if pools.height == 0:
             reasons = outcomes.group_by("reason").len().sort("len", descending=True)

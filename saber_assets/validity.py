@@ -12,10 +12,8 @@ from scipy.special import expit
 
 from saber_assets.common import full_text
 from saber_assets.runtime import StageOutput, check, materialize_stage
-from saber_assets.similarity import matrix_path
 from saber_assets.tournament import judgment_arrays, pool_matrix
 from saber_core.bradley_terry import fit_bradley_terry
-from saber_core.pools import select_pool
 from saber_core.text import build_token_matrix, jaccard_one_vs_many
 from saber_core.tournament import round_robin_pairs
 from saber_core.validity import (
@@ -23,7 +21,6 @@ from saber_core.validity import (
     kendall_tau_b,
     mean_and_se,
     pairwise_agreement,
-    pool_overlap,
     split_half_reliability,
 )
 from saber_core.validity_contamination import containment
@@ -234,39 +231,6 @@ def _contamination(build, store, query_ids, docs):
     return table, f"{len(ext_text)} external texts, n={build.contam_ngram}"
 
 
-def _recipe_overlap(build, store, query_ids) -> float | None:
-    """Mean pool overlap between this build's pools (LLM summaries) and pools selected the same
-    way from the corpus's human-written summaries; None when there is nothing to compare."""
-    corpus = store.read_table("corpus")
-    summaries = store.read_table("summaries")
-    if not (summaries["summary_origin"] == "llm").any() or corpus["summary"].null_count():
-        return None
-    human = build_token_matrix(corpus["summary"])
-    problems = build_token_matrix(corpus["problem"])
-    bma = np.load(matrix_path(build, "topic_similarity"), mmap_mode="r")
-    queries = store.read_table("queries")
-    pools = store.read_table("candidate_pools").group_by("query_id").agg("doc_id")
-    built = dict(zip(pools["query_id"], pools["doc_id"].to_list(), strict=True))
-    doc_ids = corpus["doc_id"].to_numpy()
-    a, b = [], []
-    for qi, (query_id, row) in enumerate(queries.select("query_id", "doc_index").iter_rows()):
-        if query_id not in built:
-            continue
-        pool = select_pool(
-            qi,
-            np.asarray(bma[qi]),
-            jaccard_one_vs_many(row, human),
-            jaccard_one_vs_many(row, problems),
-            build.pool_config(),
-            build.seed,
-            row,
-        )
-        if pool.status != "skipped":
-            a.append(built[query_id])
-            b.append(doc_ids[pool.doc_index].tolist())
-    return float(np.mean(pool_overlap(a, b))) if a else None
-
-
 def _plots(build, rr: pl.DataFrame, triage: pl.DataFrame) -> dict:
     out = build.export_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -297,7 +261,15 @@ def _plots(build, rr: pl.DataFrame, triage: pl.DataFrame) -> dict:
 
 @dg.asset(
     group_name="validity",
-    deps=["judgments", "bt_ratings", "candidate_pools", "corpus", "summaries", "rating_intervals"],
+    deps=[
+        "judgments",
+        "bt_ratings",
+        "candidate_pools",
+        "corpus",
+        "summaries",
+        "rating_intervals",
+        "recipe_sensitivity",
+    ],
     check_specs=[dg.AssetCheckSpec("no_contaminated_queries", asset="validity_report")],
 )
 def validity_report(
@@ -323,12 +295,7 @@ def validity_report(
         contamination, note = _contamination(build, store, query_ids, docs)
         summaries = store.read_table("summaries")
         llm_summaries = bool((summaries["summary_origin"] == "llm").any())
-        overlap = _recipe_overlap(build, store, query_ids)
-        recipe = (
-            f"pool overlap (Jaccard) between LLM-summary and human-summary pools: {overlap:.3f}"
-            if overlap is not None
-            else "n/a: no LLM-written summaries to compare (generator-free build)"
-        )
+        recipe = store.manifest_entry("recipe_sensitivity")["metadata"]["figures"]
         widths = (
             store.read_table("rating_intervals")
             .select((pl.col("rating_upper") - pl.col("rating_lower")).mean())
@@ -347,8 +314,11 @@ def validity_report(
             "n_contaminated_queries": int(contamination["is_query"].sum())
             if contamination.height
             else 0,
-            "recipe_sensitivity": recipe,
-            "recipe_pool_overlap": overlap,
+            "recipe": recipe["recipe"],
+            "recipe_pool_overlap": recipe.get("mean_pool_overlap"),
+            "recipe_shared_rating_spearman": recipe.get("shared_rating_spearman"),
+            "recipe_shared_rating_kendall_tau": recipe.get("shared_rating_kendall_tau"),
+            "recipe_ndcg_shift_llm_minus_human": recipe.get("ndcg_shift_llm_minus_human"),
             "generator_free_summaries": not llm_summaries,
         }
         plots = _plots(build, rr, triage)
@@ -365,6 +335,10 @@ def validity_report(
             f"| {r['threshold']} | {r['llm_calls_saved']:.1%} | {r['tau_to_full_judge']:.3f} |"
             for r in triage.iter_rows(named=True)
         ]
+        if recipe.get("ndcg@10"):
+            lines += ["", "## Recipe sensitivity", "", "| retriever / summaries | nDCG@10 |"]
+            lines += ["|---|---|", *[f"| {k} | {v:.3f} |" for k, v in recipe["ndcg@10"].items()]]
+            plots["recipe"] = build.export_dir / "validity_recipe.png"
         lines += ["", *[f"![{k}]({p.name})" for k, p in plots.items()], ""]
         report = build.export_dir / "validity.md"
         report.write_text("\n".join(lines))
@@ -409,6 +383,7 @@ def validity_report(
             "corpus",
             "summaries",
             "rating_intervals",
+            "recipe_sensitivity",
         ],
         compute=compute,
         checks=checks,

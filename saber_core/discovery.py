@@ -539,6 +539,46 @@ def discover_pools(
     return DiscoveryResult(pools, bma, jac, found, seconds)
 
 
+def select_pools(
+    query_docs: Sequence[int] | np.ndarray,
+    bma: np.ndarray,
+    jaccard: np.ndarray,
+    problems: TokenMatrix,
+    config: PoolConfig,
+    seed: int,
+    block_size: int = DEFAULT_BLOCK,
+    progress: Callable[[int, int], None] | None = None,
+) -> DiscoveryResult:
+    """Pools of every query from precomputed (Q, n_docs) score matrices (arrays or memory maps).
+
+    Row ``q`` of ``bma`` and ``jaccard`` belongs to query ``q`` whose corpus row is
+    ``query_docs[q]``; near-duplicates of its problem (``problems`` Jaccard ≥ the cut) and the
+    query itself are excluded, then :func:`saber_core.pools.select_pool` (seed ``[seed, q]``).
+    ``progress(done, total)`` is called after each block.
+    """
+    query_docs = np.asarray(query_docs, dtype=np.int64)
+    if bma.shape != jaccard.shape or bma.shape != (len(query_docs), problems.n_texts):
+        raise ValueError(
+            f"bma {bma.shape} and jaccard {jaccard.shape} must both be "
+            f"({len(query_docs)} queries, {problems.n_texts} documents)"
+        )
+    near = None if not config.near_duplicate_cut > 1e-6 else build_near_duplicate_index(problems)
+    pools, bma_rows, jac_rows = [], [], []
+    for start in range(0, len(query_docs), block_size):
+        docs = query_docs[start : start + block_size]
+        prob = _problem_jaccard(near, problems, docs, config.near_duplicate_cut)
+        for i, doc in enumerate(docs.tolist()):
+            q = start + i
+            b, j = np.asarray(bma[q]), np.asarray(jaccard[q])
+            pool = select_pool(q, b, j, prob[i], config, seed, doc)
+            pools.append(pool)
+            bma_rows.append(b[pool.doc_index])
+            jac_rows.append(j[pool.doc_index])
+        if progress:
+            progress(start + len(docs), len(query_docs))
+    return DiscoveryResult(pools, bma_rows, jac_rows)
+
+
 def pool_frames(
     result: DiscoveryResult, query_ids: Sequence[str], doc_ids: Sequence[str] | np.ndarray
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -595,5 +635,6 @@ __all__ = [
     "numpy_order_sum",
     "pool_frames",
     "query_topics",
+    "select_pools",
     "top_neighbours",
 ]

@@ -66,6 +66,69 @@ def champ_corpus() -> pl.DataFrame:
     return pl.DataFrame(rows, schema_overrides={"topics": pl.List(pl.String)})
 
 
+CHAMP_LLM_SOLUTIONS = "GPT-4|0-Shot"
+
+
+def champ_llm_summaries(conversation: str = CHAMP_LLM_SOLUTIONS) -> pl.DataFrame:
+    """CHAMP's stored model-written solutions as an LLM-written summary recipe.
+
+    ``doc_id, summary``: the model's first answer in the CHAMP ``conversation`` (default GPT-4
+    asked zero-shot to solve the problem and show its work), written without access to the
+    human solution or hints. A problem without that conversation gets no row.
+    """
+    rows = []
+    for pid, problem in _champ().problems.items():
+        talk = problem.conversations.get(conversation)
+        answers = [m.text for m in (talk.messages if talk else []) if m.role.startswith("Model")]
+        if answers and answers[0].strip():
+            rows.append({"doc_id": pid, "summary": answers[0]})
+    return pl.DataFrame(rows, schema={"doc_id": pl.String, "summary": pl.String})
+
+
+def read_summary_file(path: str | Path) -> pl.DataFrame:
+    """``doc_id, summary`` rows from a ``.parquet`` or ``.jsonl`` file (other columns ignored);
+    the error names the file and the missing column."""
+    frame = read_corpus_file(path)
+    missing = [c for c in ("doc_id", "summary") if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{path}: summary file lacks column(s) {missing}")
+    return frame.select(pl.col("doc_id").cast(pl.String), pl.col("summary").cast(pl.String))
+
+
+def alternative_summaries(
+    spec: str, corpus: str, own_origin: str, corpus_frame: pl.DataFrame
+) -> tuple[pl.DataFrame | None, str, str]:
+    """The other summary recipe for recipe sensitivity: ``(doc_id/summary frame or None,
+    its origin "human"|"llm", a description or the reason there is none)``.
+
+    ``spec``: ``"none"``; a summary file (its origin is the opposite of the build's);
+    ``"auto"``: for a build with LLM-written summaries the corpus' human summaries, for a
+    human-summary build on CHAMP its stored GPT-4 solutions (:func:`champ_llm_summaries`).
+    """
+    other = "human" if own_origin == "llm" else "llm"
+    if spec == "none":
+        return None, other, "recipe_summaries: none"
+    if spec != "auto":
+        return read_summary_file(spec), other, f"{other}-written summaries from {spec}"
+    if own_origin == "llm":
+        human = corpus_frame.select("doc_id", "summary").filter(pl.col("summary").is_not_null())
+        return human, "human", "the corpus' human-written summaries"
+    if corpus == "champ":
+        return (
+            champ_llm_summaries(),
+            "llm",
+            f"CHAMP's stored model-written solutions ({CHAMP_LLM_SOLUTIONS})",
+        )
+    return (
+        None,
+        other,
+        (
+            "no LLM-written summaries to compare: set recipe_summaries to a {doc_id, summary} file "
+            "or build with summaries: llm"
+        ),
+    )
+
+
 def champ_ontology() -> pl.DataFrame:
     """CHAMP's concept hierarchy as an ontology frame (node_id, name, parent_ids)."""
     data = _champ()

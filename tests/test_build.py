@@ -15,7 +15,7 @@ def test_build_succeeds_and_checks_pass(tiny_build):
     _build, _store, result = tiny_build
     assert result.success
     checks = result.get_asset_check_evaluations()
-    assert len(checks) == 7
+    assert len(checks) == 8
     assert all(c.passed for c in checks), [c.check_name for c in checks if not c.passed]
 
 

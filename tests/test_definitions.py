@@ -24,6 +24,7 @@ STAGES = [
     "retriever_runs",
     "rating_intervals",
     "validity_report",
+    "recipe_sensitivity",
     "leaderboard",
 ]
 CHECKS = {
@@ -34,6 +35,7 @@ CHECKS = {
     ("bt_ratings", "ratings_in_range"),
     ("bt_ratings", "no_missing_ratings"),
     ("validity_report", "no_contaminated_queries"),
+    ("recipe_sensitivity", "recipe_tournament_valid"),
 }
 
 

@@ -19,6 +19,7 @@ from saber_core.discovery import (
     numpy_order_sum,
     pool_frames,
     query_topics,
+    select_pools,
     top_neighbours,
 )
 from saber_core.ontology import TopicSets, bma, build_ontology, lin, lin_rows, topic_sets
@@ -111,6 +112,33 @@ def test_discovery_equals_brute_force_pools(corpus, reference, config):
     assert sum(pool.n_near_duplicates for pool in result.pools) > 0
     if config.fallback == "skip":
         assert "skipped" in statuses
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_select_pools_on_stored_matrices_equals_brute_force(corpus, reference, config):
+    """The candidate_pools path (precomputed score matrices) gives the brute-force pools."""
+    _, _, _, _, problems = corpus
+    queries, rows = reference
+    bma_matrix = np.stack([rows[d][0] for d in queries.tolist()])
+    jaccard_matrix = np.stack([rows[d][1] for d in queries.tolist()])
+    seen = []
+    result = select_pools(
+        queries, bma_matrix, jaccard_matrix, problems, config, seed=9, block_size=3,
+        progress=lambda done, total: seen.append((done, total)),
+    )  # fmt: skip
+    assert seen[-1] == (len(queries), len(queries)) and len(seen) == -(-len(queries) // 3)
+    for q, d in enumerate(queries.tolist()):
+        b, j, p = rows[d]
+        expected = select_pool(q, b, j, p, config, seed=9, query_doc_index=d)
+        got = result.pools[q]
+        assert (got.status, got.reason, got.n_near_duplicates) == (
+            expected.status, expected.reason, expected.n_near_duplicates,
+        )  # fmt: skip
+        np.testing.assert_array_equal(got.doc_index, expected.doc_index)
+        np.testing.assert_array_equal(got.group, expected.group)
+        np.testing.assert_array_equal(result.jaccard[q], j[got.doc_index])
+    with pytest.raises(ValueError, match="queries"):
+        select_pools(queries, bma_matrix[:-1], jaccard_matrix, problems, config, seed=9)
 
 
 @pytest.mark.parametrize("cut", [0.05, 0.3, 0.5, 0.8, 0.9, 1.0, 1.5])
