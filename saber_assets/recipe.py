@@ -239,6 +239,12 @@ def recipe_sensitivity(
         alt_pools, _ = pool_frames(found, queries["query_id"].to_list(), corpus["doc_id"])
         ratings = store.read_table("bt_ratings").sort("query_id", "position")
         both = sorted(set(ratings["query_id"]) & set(alt_pools["query_id"]))
+        unpooled = ratings["query_id"].n_unique() - len(both)  # other recipe could not fill
+        if 0 < build.recipe_queries < len(both):
+            pick = np.random.default_rng([build.seed, 9]).choice(
+                len(both), size=build.recipe_queries, replace=False
+            )
+            both = [both[i] for i in np.sort(pick)]
         alt_pools = alt_pools.filter(pl.col("query_id").is_in(both)).sort("query_id", "position")
         grouped = alt_pools.group_by("query_id", maintain_order=True).agg("doc_id")
         query_ids = grouped["query_id"].to_list()
@@ -295,6 +301,7 @@ def recipe_sensitivity(
             "own_summaries": own,
             "other_summaries": other,
             "n_queries_compared": len(query_ids),
+            "n_queries_without_other_recipe_pool": unpooled,
             "n_docs_without_alternative_summary": missing,
             "mean_pool_overlap": float(overlap.mean()),
             "mean_shared_candidates": float(corr.n_shared.mean()),
@@ -323,6 +330,7 @@ def recipe_sensitivity(
 
     settings = {
         "recipe": build.recipe_summaries,
+        "recipe_queries": build.recipe_queries,
         "description": description,
         "alternative": _digest(alternative),
         **build.pool_config().as_provenance(),

@@ -231,6 +231,15 @@ def _contamination(build, store, query_ids, docs):
     return table, f"{len(ext_text)} external texts, n={build.contam_ngram}"
 
 
+def _cell(value) -> str:
+    """A report cell: floats to 3 decimals, dicts as ``key: value`` lists."""
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_cell(v)}" for k, v in value.items())
+    return str(value)
+
+
 def _plots(build, rr: pl.DataFrame, triage: pl.DataFrame) -> dict:
     out = build.export_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -323,7 +332,7 @@ def validity_report(
         }
         plots = _plots(build, rr, triage)
         lines = ["# Validity report", "", "| figure | value |", "|---|---|"]
-        lines += [f"| {k} | {v} |" for k, v in figures.items() if k != "triage"]
+        lines += [f"| {k} | {_cell(v)} |" for k, v in figures.items() if k != "triage"]
         lines += [
             "",
             "## Triage (replayed)",
@@ -337,7 +346,8 @@ def validity_report(
         ]
         if recipe.get("ndcg@10"):
             lines += ["", "## Recipe sensitivity", "", "| retriever / summaries | nDCG@10 |"]
-            lines += ["|---|---|", *[f"| {k} | {v:.3f} |" for k, v in recipe["ndcg@10"].items()]]
+            rows = sorted(recipe["ndcg@10"].items())
+            lines += ["|---|---|", *[f"| {k} | {v:.3f} |" for k, v in rows]]
             plots["recipe"] = build.export_dir / "validity_recipe.png"
         lines += ["", *[f"![{k}]({p.name})" for k, p in plots.items()], ""]
         report = build.export_dir / "validity.md"

@@ -79,6 +79,7 @@ class BuildConfig(dg.ConfigurableResource):
     contam_ngram: int = 8
     contam_threshold: float = 0.35
     recipe_summaries: str = "auto"  # auto | none | a {doc_id, summary} JSONL/parquet file
+    recipe_queries: int = 0  # queries in the other-recipe tournament (seeded sample; 0 = all)
 
     def pool_config(self) -> PoolConfig:
         """The pool-selection part of the config."""

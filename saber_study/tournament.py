@@ -14,9 +14,12 @@ the same ``s`` and ``ε`` draws (common random numbers).
 Designs compared at the Swiss budget (``rounds · n / 2`` comparisons per query; 1,500 for
 150 × 20): Swiss-20 (the published pairing), information-gain pairing
 (:mod:`saber_core.pairing`), random pairing, each fitted on hard outcomes or on the
-judge's soft probabilities; and the full round robin (``n (n − 1) / 2``; 11,175). Metrics per
-query, then mean ± standard error over queries: Kendall τ-b to the true strengths, to the
-round-robin BT ratings (hard and soft) and pairwise agreement with the hard round-robin ratings.
+judge's soft probabilities; and the full round robin (``n (n − 1) / 2``; 11,175). Two
+references no real strategy has: "nearest-rival pairing" (every round the information matching
+on the TRUE strengths, i.e. what information-gain pairing aims at) and the true strengths
+themselves (their τ to the round-robin BT: the round robin's own judge noise).
+Metrics per query, then mean ± standard error over queries: Kendall τ-b to the true strengths,
+to the round-robin BT ratings (hard and soft), pairwise agreement with the hard round-robin BT.
 
 Triage: a cheap pointwise scorer ``c_i = s_i + cheap_noise · z_i`` (z ~ N(0, 1)); the pair margin
 ``c_a − c_b`` is calibrated to ``p_cheap = σ(k · margin)`` on the LLM verdicts of Swiss round 1
@@ -41,7 +44,13 @@ import numpy as np
 from scipy.special import expit
 
 from saber_core.bradley_terry import fit_bradley_terry
-from saber_core.pairing import hard_outcomes, run_pairing
+from saber_core.pairing import (
+    greedy_matching,
+    hard_outcomes,
+    information_weights,
+    round_rng,
+    run_pairing,
+)
 from saber_core.tournament import comparisons, round_robin_pairs, run_swiss, swiss_round
 from saber_core.validity import (
     bootstrap_intervals,
@@ -166,6 +175,25 @@ def _fit(judge: SimulatedJudge, rows: Comparisons, soft: bool, cfg: StudyConfig)
     return fit_bradley_terry(*rows, y, cfg.n_queries, cfg.n_players, C=cfg.C)
 
 
+def _oracle_rows(judge: SimulatedJudge, cfg: StudyConfig) -> Comparisons:
+    """Nearest-rival pairing: every round is the greedy information matching on the TRUE
+    strengths (on the judge's scale, ``s / judge_noise``), so each candidate meets its nearest
+    not-yet-met rivals — the design information-gain pairing converges to, given perfect
+    knowledge. It shows what myopic information-gain pairing can at best do."""
+    nq, n = cfg.n_queries, cfg.n_players
+    weights = information_weights(judge.strengths / max(judge.noise, 1e-9))
+    met = np.zeros((nq, n, n), dtype=bool)
+    blocks = []
+    for r in range(cfg.n_rounds):
+        pairs = greedy_matching(weights, met, round_rng(cfg.seed, r + 1))
+        qi, slot = np.nonzero(pairs[..., 0] >= 0)
+        a, b = pairs[qi, slot, 0], pairs[qi, slot, 1]
+        met[qi, a, b] = met[qi, b, a] = True
+        blocks.append((qi, a, b))
+    q, a, b = (np.concatenate(v) for v in zip(*blocks, strict=True))
+    return q, a, b
+
+
 def run_designs(judge: SimulatedJudge, cfg: StudyConfig) -> dict[str, Design]:
     """Play every design once and fit BT on hard and soft outcomes (``information`` is played
     twice: its pairing refits on hard outcomes for the hard row and on soft ones for the soft
@@ -187,6 +215,12 @@ def run_designs(judge: SimulatedJudge, cfg: StudyConfig) -> dict[str, Design]:
     q, a, b, _ = comparisons(res)
     designs["random"] = Design("random pairing", (q, a, b))
     designs["random"].fits = {s: _fit(judge, (q, a, b), s == "soft", cfg) for s in ("hard", "soft")}
+    rows = _oracle_rows(judge, cfg)
+    designs["oracle"] = Design("nearest-rival pairing on the true strengths", rows)
+    designs["oracle"].fits = {s: _fit(judge, rows, s == "soft", cfg) for s in ("hard", "soft")}
+    empty = np.zeros(0, dtype=np.int64)
+    designs["truth"] = Design("the true strengths themselves", (empty, empty, empty))
+    designs["truth"].fits = {"exact": judge.strengths}
     rows = _round_robin_rows(nq, n)
     designs["round_robin"] = Design("round robin", rows)
     designs["round_robin"].fits = {s: _fit(judge, rows, s == "soft", cfg) for s in ("hard", "soft")}
@@ -446,8 +480,13 @@ def targets(results: dict, cfg: StudyConfig) -> dict:
         for k, v in rows.items()
         if v is not None and v["saved"] >= 0.5
     ]
+    ceiling = {
+        "nearest_rival_pairing_soft": _row(main, "oracle", "soft")["tau_rr_hard"]["mean"],
+        "true_strengths": _row(main, "truth", "exact")["tau_rr_hard"]["mean"],
+    }
     return {
         "pairing_tau_rr_target": cfg.tau_target,
+        "reference_tau_rr": ceiling,
         "information_tau_rr": info,
         "pairing_target_met": {o: v >= cfg.tau_target for o, v in info.items()},
         "largest_judge_noise_meeting_pairing_target": holds_at,
@@ -498,8 +537,9 @@ def markdown(results: dict) -> str:
         "### τ to the round-robin BT ratings (hard) across judge noise",
         "",
         "| judge noise | judge accuracy (random pairs) | Swiss-20 hard | Swiss-20 soft "
-        "| information-gain hard | information-gain soft | random hard | round robin soft |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| information-gain hard | information-gain soft | random hard | round robin soft "
+        "| nearest rivals (true strengths) soft | true strengths themselves |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in results["noise_sweep"]:
         rows = s["rows"]
@@ -512,6 +552,8 @@ def markdown(results: dict) -> str:
                 ("information_soft", "soft"),
                 ("random", "hard"),
                 ("round_robin", "soft"),
+                ("oracle", "soft"),
+                ("truth", "exact"),
             )
         ]
         lines.append(
@@ -590,6 +632,14 @@ def markdown(results: dict) -> str:
         for k, v in tg["largest_judge_noise_meeting_pairing_target"].items()
     )
     lines.append(f"- Largest swept judge noise where τ to RR-BT ≥ target holds: {holds}.")
+    ceil = tg["reference_tau_rr"]
+    lines.append(
+        f"- References at judge noise {cfg['judge_noise']}: the true strengths themselves reach "
+        f"τ {ceil['true_strengths']:.3f} to RR-BT (the round robin's own judge noise); "
+        "nearest-rival pairing on the true strengths (soft) "
+        f"{ceil['nearest_rival_pairing_soft']:.3f}"
+        " (pairing only close rivals starves the ranking of long-range comparisons)."
+    )
     met = tg["triage_configs_meeting_target"]
     where = "; ".join(
         f"{m['design']} at judge noise {m['judge_noise']}, cheap noise {m['cheap_noise']}: "

@@ -16,7 +16,9 @@ from saber_resources.storage import DuckDBStore
 @pytest.fixture(scope="module")
 def information_build(tmp_path_factory):
     home = tmp_path_factory.mktemp("saber_info")
-    build = load_build_config("tiny", home=str(home), pairing="information", bt_soft=True, rounds=4)
+    build = load_build_config(
+        "tiny", home=str(home), pairing="information", bt_soft=True, rounds=4, recipe_queries=3
+    )
     result = run_build(build, instance=dg.DagsterInstance.ephemeral())
     return build, DuckDBStore(database=str(build.database_path)), result
 
@@ -98,3 +100,7 @@ def test_soft_ratings_differ_from_hard_and_checks_pass(information_build):
     assert not np.allclose(strength, hard.ravel(), atol=1e-3)
     # soft p lies strictly inside (0, 1) for the embedding judge: the soft fit is less extreme
     assert np.abs(strength).max() < np.abs(hard).max()
+    # the other-recipe tournament runs on a seeded sample of 3 queries, with the same settings
+    recipe = store.read_table("recipe_judgments")
+    assert recipe["query_id"].n_unique() == 3 == store.read_table("recipe_queries").height
+    assert recipe.height == 3 * build.rounds * build.pool_config().pool_size // 2
