@@ -219,8 +219,14 @@ def recipe_sensitivity(
 
     def compute() -> StageOutput:
         if alternative is None:
+            empty = {  # written empty, so no table of an earlier recipe run stays behind
+                "recipe_queries": {"query_id": pl.String, "pool_overlap": pl.Float64},
+                "recipe_pools": {"query_id": pl.String, "doc_id": pl.String},
+                "recipe_judgments": {"query_id": pl.String, "p_a": pl.Float64},
+                "recipe_ndcg": {"retriever": pl.String, "ndcg@10": pl.Float64},
+            }
             return StageOutput(
-                {"recipe_queries": pl.DataFrame({"query_id": [], "pool_overlap": []})},
+                {name: pl.DataFrame(schema=schema) for name, schema in empty.items()},
                 figures={"recipe": f"n/a: {description}", "own_summaries": own},
             )
         aligned = corpus.select("doc_id").join(alternative, on="doc_id", how="left")

@@ -14,11 +14,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import dagster as dg
 import pytest
 
-from saber_resources.llm.base import ChatMessage, LLMRequest
+from saber_resources.llm.base import ChatMessage, LLMRequest, match_choice_logprobs
 from saber_resources.llm.openai_compat import (
     OpenAICompatibleBackend,
     backoff_seconds,
-    match_choice_logprobs,
     parse_chat_completion,
     redact_url,
     retry_after_seconds,

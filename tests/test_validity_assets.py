@@ -58,7 +58,9 @@ def test_contaminated_query_fails_the_gate_and_names_the_offender(tmp_path):
     )
     path = tmp_path / "train.jsonl"
     external.write_ndjson(path)
-    build = load_build_config("tiny", home=str(home), contamination_corpus=str(path))
+    build = load_build_config(
+        "tiny", home=str(home), contamination_corpus=str(path), recipe_summaries="none"
+    )
     from saber_assets.definitions import BUILD_JOB, build_definitions
 
     job = build_definitions(build).resolve_job_def(BUILD_JOB)
@@ -71,3 +73,9 @@ def test_contaminated_query_fails_the_gate_and_names_the_offender(tmp_path):
     hit = flags.filter(pl.col("doc_id") == query_id).row(0, named=True)
     assert hit["external_id"] == "train-2" and hit["is_query"]
     assert hit["bench_in_external"] > 0.9 > hit["external_in_bench"]
+    # recipe_summaries: none → the recipe stage reports n/a (and its check has nothing to fail)
+    assert checks["recipe_tournament_valid"].passed
+    for table in ("recipe_queries", "recipe_pools", "recipe_judgments", "recipe_ndcg"):
+        assert store.read_table(table).height == 0, table
+    report = (build.export_dir / "validity.md").read_text()
+    assert "| recipe | n/a: recipe_summaries: none |" in report

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 import dagster as dg
@@ -92,3 +93,32 @@ def call_key(identity: dict[str, str], request: LLMRequest) -> str:
         "messages": [asdict(m) for m in request.messages],
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def match_choice_logprobs(
+    candidates: Iterable[tuple[str | None, float]], choices: Sequence[str]
+) -> dict[str, float]:
+    """Each choice's log-probability as the first generated token, from its top-k candidates.
+
+    ``candidates`` are (token text, log-prob) pairs without duplicates. A token matches a choice
+    when both are equal after stripping whitespace; several matching tokens (``"1"`` and ``" 1"``)
+    are combined by log-sum-exp. A choice that matches no candidate is omitted (its probability
+    is below the top-k cut-off), so the result can be empty. Only the first token is looked at:
+    choices should differ in their first token (``"1"``/``"2"``, ``"A"``/``"B"``).
+    """
+    wanted = {c.strip(): c for c in choices}
+    matched: dict[str, list[float]] = {}
+    for token, logprob in candidates:
+        if token is None or logprob is None:
+            continue
+        choice = wanted.get(token.strip())
+        if choice is not None:
+            matched.setdefault(choice, []).append(float(logprob))
+    return {choice: _logsumexp(values) for choice, values in matched.items()}
+
+
+def _logsumexp(values: list[float]) -> float:
+    top = max(values)
+    if math.isinf(top):
+        return top
+    return top + math.log(sum(math.exp(v - top) for v in values))

@@ -29,7 +29,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -37,40 +37,11 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from saber_resources.llm.base import LLMBackend, LLMRequest, LLMResult
+from saber_resources.llm.base import LLMBackend, LLMRequest, LLMResult, match_choice_logprobs
 
 GUIDED_CHOICE_FORMATS = ("structured_outputs", "guided_choice")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 _SNIPPET_CHARS = 200
-
-
-def match_choice_logprobs(
-    candidates: Iterable[tuple[str | None, float]], choices: Sequence[str]
-) -> dict[str, float]:
-    """Each choice's log-probability as the first generated token, from its top-k candidates.
-
-    ``candidates`` are (token text, log-prob) pairs without duplicates. A token matches a choice
-    when both are equal after stripping whitespace; several matching tokens (``"1"`` and ``" 1"``)
-    are combined by log-sum-exp. A choice that matches no candidate is omitted (its probability
-    is below the top-k cut-off), so the result can be empty. Only the first token is looked at:
-    choices should differ in their first token (``"1"``/``"2"``, ``"A"``/``"B"``).
-    """
-    wanted = {c.strip(): c for c in choices}
-    matched: dict[str, list[float]] = {}
-    for token, logprob in candidates:
-        if token is None or logprob is None:
-            continue
-        choice = wanted.get(token.strip())
-        if choice is not None:
-            matched.setdefault(choice, []).append(float(logprob))
-    return {choice: _logsumexp(values) for choice, values in matched.items()}
-
-
-def _logsumexp(values: list[float]) -> float:
-    top = max(values)
-    if math.isinf(top):
-        return top
-    return top + math.log(sum(math.exp(v - top) for v in values))
 
 
 def redact_url(url: str) -> str:

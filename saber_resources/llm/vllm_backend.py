@@ -30,8 +30,7 @@ from typing import Any
 
 from pydantic import Field
 
-from saber_resources.llm.base import LLMBackend, LLMRequest, LLMResult
-from saber_resources.llm.openai_compat import match_choice_logprobs
+from saber_resources.llm.base import LLMBackend, LLMRequest, LLMResult, match_choice_logprobs
 
 GPU_EXTRA_HINT = (
     "vLLM is not installed: the vllm backend needs the GPU extra "
