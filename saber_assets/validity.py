@@ -32,6 +32,15 @@ from saber_resources.sources import load_corpus_frame
 from saber_resources.storage import DuckDBStore
 
 TRIAGE_THRESHOLDS = (0.1, 0.2, 0.3, 0.4)
+REPORT_UPSTREAM = [
+    "judgments",
+    "bt_ratings",
+    "candidate_pools",
+    "corpus",
+    "summaries",
+    "rating_intervals",
+    "recipe_sensitivity",
+]
 
 
 def comparison_arrays(
@@ -270,15 +279,7 @@ def _plots(build, rr: pl.DataFrame, triage: pl.DataFrame) -> dict:
 
 @dg.asset(
     group_name="validity",
-    deps=[
-        "judgments",
-        "bt_ratings",
-        "candidate_pools",
-        "corpus",
-        "summaries",
-        "rating_intervals",
-        "recipe_sensitivity",
-    ],
+    deps=REPORT_UPSTREAM,
     check_specs=[dg.AssetCheckSpec("no_contaminated_queries", asset="validity_report")],
 )
 def validity_report(
@@ -386,15 +387,7 @@ def validity_report(
         context,
         store,
         settings=settings,
-        upstream=[
-            "judgments",
-            "bt_ratings",
-            "candidate_pools",
-            "corpus",
-            "summaries",
-            "rating_intervals",
-            "recipe_sensitivity",
-        ],
+        upstream=REPORT_UPSTREAM,
         compute=compute,
         checks=checks,
     )
