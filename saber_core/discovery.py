@@ -433,6 +433,34 @@ def _problem_jaccard(
     return out
 
 
+def _near_index(problems: TokenMatrix, config: PoolConfig) -> NearDuplicateIndex | None:
+    """The prefix-filter index for the near-duplicate cut; None (dense problem Jaccard) when the
+    cut is ~0 and every document would be a candidate anyway."""
+    return build_near_duplicate_index(problems) if config.near_duplicate_cut > 1e-6 else None
+
+
+def _select_block(
+    start: int,
+    docs: np.ndarray,
+    bma: np.ndarray,
+    jaccard: np.ndarray,
+    problem_jaccard: np.ndarray,
+    config: PoolConfig,
+    seed: int,
+) -> tuple[list[Pool], list[np.ndarray], list[np.ndarray]]:
+    """:func:`select_pool` for a block of queries ``start, start + 1, …`` (corpus rows ``docs``,
+    score rows ``bma[i]``, ``jaccard[i]``, ``problem_jaccard[i]``); returns the pools and each
+    pool member's BMA and Jaccard scores."""
+    pools, bma_rows, jac_rows = [], [], []
+    for i, doc in enumerate(docs.tolist()):
+        b, j = np.asarray(bma[i]), np.asarray(jaccard[i])
+        pool = select_pool(start + i, b, j, problem_jaccard[i], config, seed, doc)
+        pools.append(pool)
+        bma_rows.append(b[pool.doc_index])
+        jac_rows.append(j[pool.doc_index])
+    return pools, bma_rows, jac_rows
+
+
 def iter_discovery(
     ontology: Ontology,
     doc_topics: TopicSets,
@@ -461,8 +489,7 @@ def iter_discovery(
         )
     if index is None:
         index = build_bma_index(ontology, doc_topics)
-    exact_dense = not config.near_duplicate_cut > 1e-6
-    near = None if exact_dense else build_near_duplicate_index(problems)
+    near = _near_index(problems, config)
     for start in range(0, len(query_docs), block_size):
         docs = query_docs[start : start + block_size]
         seconds: dict[str, float] = {}
@@ -476,12 +503,7 @@ def iter_discovery(
         prob = _problem_jaccard(near, problems, docs, config.near_duplicate_cut)
         seconds["near_duplicates"] = time.perf_counter() - tick
         tick = time.perf_counter()
-        pools, bma_rows, jac_rows = [], [], []
-        for i, doc in enumerate(docs.tolist()):
-            pool = select_pool(start + i, bma[i], jac[i], prob[i], config, seed, doc)
-            pools.append(pool)
-            bma_rows.append(bma[i][pool.doc_index])
-            jac_rows.append(jac[i][pool.doc_index])
+        pools, bma_rows, jac_rows = _select_block(start, docs, bma, jac, prob, config, seed)
         seconds["pools"] = time.perf_counter() - tick
         found: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         if neighbours > 0:
@@ -562,18 +584,16 @@ def select_pools(
             f"bma {bma.shape} and jaccard {jaccard.shape} must both be "
             f"({len(query_docs)} queries, {problems.n_texts} documents)"
         )
-    near = None if not config.near_duplicate_cut > 1e-6 else build_near_duplicate_index(problems)
+    near = _near_index(problems, config)
     pools, bma_rows, jac_rows = [], [], []
     for start in range(0, len(query_docs), block_size):
         docs = query_docs[start : start + block_size]
+        end = start + len(docs)
         prob = _problem_jaccard(near, problems, docs, config.near_duplicate_cut)
-        for i, doc in enumerate(docs.tolist()):
-            q = start + i
-            b, j = np.asarray(bma[q]), np.asarray(jaccard[q])
-            pool = select_pool(q, b, j, prob[i], config, seed, doc)
-            pools.append(pool)
-            bma_rows.append(b[pool.doc_index])
-            jac_rows.append(j[pool.doc_index])
+        block = _select_block(start, docs, bma[start:end], jaccard[start:end], prob, config, seed)
+        pools += block[0]
+        bma_rows += block[1]
+        jac_rows += block[2]
         if progress:
             progress(start + len(docs), len(query_docs))
     return DiscoveryResult(pools, bma_rows, jac_rows)
