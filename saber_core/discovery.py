@@ -40,7 +40,7 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from saber_core.ontology import Ontology, TopicSets, lin_rows
+from saber_core.ontology import Ontology, TopicSets, concat_ranges, lin_rows
 from saber_core.pools import Pool, PoolConfig, select_pool
 from saber_core.text import TokenMatrix, jaccard_dense_block
 
@@ -142,9 +142,9 @@ def build_bma_index(ontology: Ontology, doc_topics: TopicSets) -> BmaIndex:
 
     ic, anc, n_nodes = ontology.ic, ontology.ancestors, ontology.n_nodes
     pos = np.repeat(np.arange(n_top, dtype=np.int64), sorted_sizes[:n_top])
-    topic = doc_topics.used[doc_topics.local[_ranges(starts[:n_top], sorted_sizes[:n_top])]]
+    topic = doc_topics.used[doc_topics.local[concat_ranges(starts[:n_top], sorted_sizes[:n_top])]]
     counts = anc.indptr[topic + 1] - anc.indptr[topic]
-    node = anc.indices[_ranges(anc.indptr[topic], counts)].astype(np.int64)
+    node = anc.indices[concat_ranges(anc.indptr[topic], counts)].astype(np.int64)
     pos = np.repeat(pos, counts)
     levels, rank = np.unique(ic, return_inverse=True)
     rank = np.repeat(rank.reshape(-1)[topic], counts)
@@ -170,15 +170,6 @@ def build_bma_index(ontology: Ontology, doc_topics: TopicSets) -> BmaIndex:
         below_pos=(pair % max(n_top, 1)).astype(np.intp),
         below_ic=levels[key % n_levels],
     )
-
-
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(s, s + c)`` for every (s, c) pair, without a Python loop."""
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
-    return offsets + np.arange(total)
 
 
 def best_match_rows(ontology: Ontology, index: BmaIndex, topics: np.ndarray) -> np.ndarray:
@@ -357,7 +348,8 @@ def near_duplicates(
     prefix_cols = columns[np.argsort(index.rank[columns], kind="stable")[:prefix]]
     ptr = index.by_token.indptr
     counts = ptr[prefix_cols + 1] - ptr[prefix_cols]
-    docs = np.unique(index.by_token.indices[_ranges(ptr[prefix_cols], counts)]).astype(np.int64)
+    rows = index.by_token.indices[concat_ranges(ptr[prefix_cols], counts)]
+    docs = np.unique(rows).astype(np.int64)
     if len(docs) == 0:
         return empty
     q_dense = np.zeros(index.tokens.matrix.shape[1], dtype=np.float32)

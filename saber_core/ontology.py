@@ -206,7 +206,7 @@ def _is_acyclic(edges: list[tuple[int, int]], n_nodes: int) -> bool:
     while frontier.size:
         peeled += frontier.size
         counts = ptr[frontier + 1] - ptr[frontier]
-        kids = children[_ranges(ptr[frontier], counts)]
+        kids = children[concat_ranges(ptr[frontier], counts)]
         remaining -= np.bincount(kids, minlength=n_nodes)
         frontier = np.unique(kids[remaining[kids] == 0])
     return peeled == n_nodes
@@ -272,7 +272,7 @@ def lin(ontology: Ontology, a: int, b: int) -> float:
     return float(2.0 * mica_ic(ontology, a, b) / denominator)
 
 
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+def concat_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Concatenation of ``arange(s, s + c)`` for every (s, c) pair, without a Python loop."""
     total = int(counts.sum())
     if total == 0:
@@ -308,11 +308,11 @@ def lin_rows(ontology: Ontology, rows: np.ndarray, columns: np.ndarray) -> np.nd
         chunk = rows[lo : lo + _LIN_CHUNK_ROWS]
         counts = anc.indptr[chunk + 1] - anc.indptr[chunk]
         pair_row = np.repeat(np.arange(lo, lo + len(chunk)), counts)
-        pair_anc = anc.indices[_ranges(anc.indptr[chunk], counts)].astype(np.int64)
+        pair_anc = anc.indices[concat_ranges(anc.indptr[chunk], counts)].astype(np.int64)
         informative = ic[pair_anc] > 0
         pair_row, pair_anc = pair_row[informative], pair_anc[informative]
         dcounts = desc.indptr[pair_anc + 1] - desc.indptr[pair_anc]
-        node = desc.indices[_ranges(desc.indptr[pair_anc], dcounts)]
+        node = desc.indices[concat_ranges(desc.indptr[pair_anc], dcounts)]
         pos = position[node]
         hit = pos >= 0
         t_row = np.repeat(pair_row, dcounts)[hit]
