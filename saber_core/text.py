@@ -81,30 +81,25 @@ def _tokenizer_version(pattern: str, stop_words: Sequence[str]) -> str:
 TOKENIZER_VERSION = _tokenizer_version(TOKEN_PATTERN, STOP_WORDS)
 
 
-def _token_frame(texts: Sequence[str | None] | pl.Series) -> pl.DataFrame:
-    """Long frame ``(row: u32, token: str)``: one row per distinct kept token of each text."""
-    text = pl.Series("text", texts, dtype=pl.String)
-    return (
-        pl.DataFrame({"text": text})
+def token_frame(texts: Sequence[str | None] | pl.Series, *, sets: bool = True) -> pl.DataFrame:
+    """Long frame ``(row: u32, token: str)`` of the project tokenizer: NFKC, lower-case, runs of
+    ``TOKEN_PATTERN``. ``sets=True`` (Jaccard): one row per distinct token of each text, stop
+    words removed; ``sets=False`` (word n-grams): every token in text order, repeats and stop
+    words kept."""
+    tokens = pl.col("text").str.normalize("NFKC").str.to_lowercase().str.extract_all(TOKEN_PATTERN)
+    frame = (
+        pl.DataFrame({"text": pl.Series("text", texts, dtype=pl.String)})
         .with_row_index("row")
-        .select(
-            "row",
-            pl.col("text")
-            .str.normalize("NFKC")
-            .str.to_lowercase()
-            .str.extract_all(TOKEN_PATTERN)
-            .list.unique()
-            .alias("token"),
-        )
+        .select("row", (tokens.list.unique() if sets else tokens).alias("token"))
         .explode("token")
         .drop_nulls("token")
-        .filter(~pl.col("token").is_in(list(STOP_WORDS)))
     )
+    return frame.filter(~pl.col("token").is_in(list(STOP_WORDS))) if sets else frame
 
 
 def tokenize(text: str | None) -> frozenset[str]:
     """The token set of one text (the same bulk path as ``build_token_matrix``)."""
-    return frozenset(_token_frame([text])["token"].to_list())
+    return frozenset(token_frame([text])["token"].to_list())
 
 
 @dataclass(frozen=True)
@@ -142,7 +137,7 @@ def build_token_matrix(
     corpus' ``TokenMatrix.vocabulary``, to encode queries against it) the columns are its
     tokens; other tokens get no column but still count in ``set_sizes``.
     """
-    tokens = _token_frame(texts)
+    tokens = token_frame(texts)
     n_texts = len(texts)
     if vocabulary is None:
         vocabulary = tokens.select(pl.col("token").unique().sort()).with_row_index("column")

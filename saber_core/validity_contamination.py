@@ -39,7 +39,7 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from saber_core.text import TOKEN_PATTERN
+from saber_core.text import token_frame
 
 DEFAULT_NGRAM = 8
 DEFAULT_THRESHOLD = 0.35
@@ -75,30 +75,12 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def _token_frame(texts: Sequence[str | None] | pl.Series) -> pl.DataFrame:
-    """Long frame ``(row: u32, token: str)``, tokens of every text in text order."""
-    return (
-        pl.DataFrame({"text": pl.Series("text", texts, dtype=pl.String)})
-        .with_row_index("row")
-        .select(
-            "row",
-            pl.col("text")
-            .str.normalize("NFKC")
-            .str.to_lowercase()
-            .str.extract_all(TOKEN_PATTERN)
-            .alias("token"),
-        )
-        .explode("token")
-        .drop_nulls("token")
-    )
-
-
 def word_tokens(texts: Sequence[str | None] | pl.Series) -> tuple[np.ndarray, list[str]]:
     """Tokens of every text in order: (row index per token (int64), token strings).
 
     NFKC, lower-case, ``[\\p{L}\\p{N}]+`` runs; stop words kept; ``None`` / empty → no token.
     """
-    frame = _token_frame(texts)
+    frame = token_frame(texts, sets=False)
     return frame["row"].to_numpy().astype(np.int64), frame["token"].to_list()
 
 
@@ -124,7 +106,7 @@ def ngram_sets(texts: Sequence[str | None] | pl.Series, n: int = DEFAULT_NGRAM) 
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     n_texts = len(texts)
-    frame = _token_frame(texts)
+    frame = token_frame(texts, sets=False)
     row = frame["row"].to_numpy().astype(np.int64)
     t = _token_hashes(frame)
     counts = np.bincount(row, minlength=n_texts)
