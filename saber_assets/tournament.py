@@ -32,6 +32,17 @@ class Played(NamedTuple):
         y = np.where(np.isnan(self.outcome), np.nan, self.p_a) if soft else self.outcome
         return self.q, self.a, self.b, y
 
+    def standings(self, n_queries: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Wins (Q, n) and the met-matrix (Q, n, n) these judgments add up to (a drop counts as
+        met and adds no win)."""
+        q, a, b, outcome = self.q, self.a, self.b, self.outcome
+        wins = np.zeros((n_queries, n))
+        met = np.zeros((n_queries, n, n), dtype=bool)
+        met[q, a, b] = met[q, b, a] = True
+        np.add.at(wins, (q[outcome == 1.0], a[outcome == 1.0]), 1.0)
+        np.add.at(wins, (q[outcome == 0.0], b[outcome == 0.0]), 1.0)
+        return wins, met
+
 
 def round_name(r: int) -> str:
     """Asset (and table) name of round ``r`` (1-based)."""
@@ -45,7 +56,8 @@ def pool_matrix(store: DuckDBStore) -> tuple[list[str], np.ndarray]:
     return grouped["query_id"].to_list(), np.array(grouped["doc_id"].to_list(), dtype=object)
 
 
-def _as_played(table: pl.DataFrame | None, query_ids: list[str]) -> Played:
+def played_arrays(table: pl.DataFrame | None, query_ids: list[str]) -> Played:
+    """A judgments table (a round's or ``judgments``) as :class:`Played` arrays, row order kept."""
     if table is None or table.height == 0:
         empty = np.zeros(0, dtype=np.int64)
         return Played(empty, empty, empty, np.zeros(0), np.zeros(0))
@@ -62,26 +74,7 @@ def _as_played(table: pl.DataFrame | None, query_ids: list[str]) -> Played:
 def played_rounds(store: DuckDBStore, query_ids: list[str], before_round: int) -> Played:
     """The judgments of rounds ``1 .. before_round − 1`` (NaN outcome/p_a = dropped)."""
     tables = [store.read_table(round_name(r)) for r in range(1, before_round)]
-    return _as_played(pl.concat(tables, how="vertical") if tables else None, query_ids)
-
-
-def judgment_arrays(store: DuckDBStore, query_ids: list[str]) -> Played:
-    """Every judgment of the ``judgments`` table as arrays (row order kept)."""
-    return _as_played(store.read_table("judgments"), query_ids)
-
-
-def standings(
-    store: DuckDBStore, query_ids: list[str], n: int, before_round: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Wins and met-matrix of every query after rounds ``1 .. before_round − 1``."""
-    played = played_rounds(store, query_ids, before_round)
-    q, a, b, outcome = played.q, played.a, played.b, played.outcome
-    wins = np.zeros((len(query_ids), n))
-    met = np.zeros((len(query_ids), n, n), dtype=bool)
-    met[q, a, b] = met[q, b, a] = True
-    np.add.at(wins, (q[outcome == 1.0], a[outcome == 1.0]), 1.0)
-    np.add.at(wins, (q[outcome == 0.0], b[outcome == 0.0]), 1.0)
-    return wins, met
+    return played_arrays(pl.concat(tables, how="vertical") if tables else None, query_ids)
 
 
 def _input_hash(*texts: str) -> str:
@@ -113,8 +106,9 @@ def make_round_asset(r: int) -> dg.AssetsDefinition:
         def compute() -> StageOutput:
             query_ids, docs = pool_matrix(store)
             n = docs.shape[1] if docs.size else 0
-            wins, met = standings(store, query_ids, n, r)
-            history = played_rounds(store, query_ids, r).bt_inputs(build.bt_soft)
+            played = played_rounds(store, query_ids, r)
+            wins, met = played.standings(len(query_ids), n)
+            history = played.bt_inputs(build.bt_soft)
             pairs = pair_round(
                 build.pairing, wins, met, history, round_rng(build.seed, r), C=build.bt_c
             )
@@ -265,15 +259,15 @@ def make_judgment_assets(rounds: int) -> list[dg.AssetsDefinition]:
         def compute() -> StageOutput:
             query_ids, docs = pool_matrix(store)
             n = docs.shape[1]
-            q, a, b, y = judgment_arrays(store, query_ids).bt_inputs(build.bt_soft)
-            outcome = y
+            played = played_arrays(store.read_table("judgments"), query_ids)
+            q, a, b, y = played.bt_inputs(build.bt_soft)
             beta = fit_bradley_terry(q, a, b, y, len(query_ids), n, C=build.bt_c)
             rating = rescale_ratings(beta)
-            decided = ~np.isnan(outcome)
+            decided = ~np.isnan(y)
             games = np.zeros((len(query_ids), n))
             np.add.at(games, (q[decided], a[decided]), 1)
             np.add.at(games, (q[decided], b[decided]), 1)
-            wins, _ = standings(store, query_ids, n, build.rounds + 1)
+            wins, _ = played.standings(len(query_ids), n)
             table = pl.DataFrame(
                 {
                     "query_id": np.repeat(query_ids, n),

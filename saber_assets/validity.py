@@ -12,7 +12,7 @@ from scipy.special import expit
 
 from saber_assets.common import full_text
 from saber_assets.runtime import StageOutput, check, materialize_stage
-from saber_assets.tournament import judgment_arrays, pool_matrix
+from saber_assets.tournament import played_arrays, pool_matrix
 from saber_core.bradley_terry import fit_bradley_terry
 from saber_core.text import build_token_matrix, jaccard_one_vs_many
 from saber_core.tournament import round_robin_pairs
@@ -50,7 +50,7 @@ def comparison_arrays(
     inputs (y: judge probabilities when ``soft``, else hard outcomes), as ``bt_ratings`` fits."""
     query_ids, docs = pool_matrix(store)
     judgments = store.read_table("judgments")
-    return query_ids, docs, judgments, judgment_arrays(store, query_ids).bt_inputs(soft)
+    return query_ids, docs, judgments, played_arrays(judgments, query_ids).bt_inputs(soft)
 
 
 @dg.asset(group_name="tournament", deps=["judgments", "candidate_pools"])
