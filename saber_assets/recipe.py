@@ -129,9 +129,9 @@ def _digest(frame: pl.DataFrame | None) -> str | None:
     return digest.hexdigest()
 
 
-def _benchmark(name, query_ids, pools, ratings, corpus, domains) -> Benchmark:
-    """An in-memory benchmark (the export's shape) for the retriever evaluation."""
-    texts = {d: (p, s) for d, p, s in corpus.select("doc_id", "problem", "solution").rows()}
+def _benchmark(name, query_ids, pools, ratings, texts, domains) -> Benchmark:
+    """An in-memory benchmark (the export's shape) for the retriever evaluation; ``texts`` maps
+    doc_id → (problem, solution)."""
     queries = tuple(
         Query(
             query_id=q,
@@ -291,10 +291,11 @@ def recipe_sensitivity(
             on=["query_id", "doc_id"],
         )
         domains = dict(queries.select("query_id", "domain").rows())
+        sides = {d: (p, t) for d, p, t in corpus.select("doc_id", "problem", "solution").rows()}
         variants = {
             own: _benchmark(own, query_ids, mine["doc_id"].to_list(), mine["rating"].to_list(),
-                            corpus, domains),
-            other: _benchmark(other, query_ids, docs.tolist(), alt_rating, corpus, domains),
+                            sides, domains),
+            other: _benchmark(other, query_ids, docs.tolist(), alt_rating, sides, domains),
         }  # fmt: skip
         ndcg = _ndcg(build, variants, context.log.info)
         means = ndcg.group_by("retriever", "summary_origin").agg(pl.col("ndcg@10").mean())
