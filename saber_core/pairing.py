@@ -216,12 +216,16 @@ def run_pairing(
     all_pairs = np.full((n_rounds, nq, m, 2), -1, dtype=np.int64)
     all_p = np.full((n_rounds, nq, m), np.nan)
     byes = np.zeros((n_rounds, nq), dtype=np.int64)
-    for r in range(n_rounds):
-        valid = all_pairs[:r, ..., 0] >= 0
+
+    def history(rounds: int) -> History:
+        """The judgments of the first ``rounds`` rounds, flattened (soft or hard outcomes)."""
+        valid = all_pairs[:rounds, ..., 0] >= 0
         _, qi, _ = np.nonzero(valid)
-        sel, y = all_pairs[:r][valid], all_p[:r][valid]
-        history = (qi, sel[:, 0], sel[:, 1], y if soft else hard_outcomes(y))
-        pairs = pair_round(strategy, wins, met, history, round_rng(seed, r + 1), C=C)
+        sel, y = all_pairs[:rounds][valid], all_p[:rounds][valid]
+        return qi, sel[:, 0], sel[:, 1], y if soft else hard_outcomes(y)
+
+    for r in range(n_rounds):
+        pairs = pair_round(strategy, wins, met, history(r), round_rng(seed, r + 1), C=C)
         filled = pairs[..., 0] >= 0
         p = np.asarray(judge(r, pairs.copy()), dtype=float)
         if p.shape != (nq, m):
@@ -239,15 +243,12 @@ def run_pairing(
         np.add.at(wins, (qi[decided], winner), 1.0)
         all_pairs[r], all_p[r] = pairs, p
         byes[r] = n - 2 * filled.sum(axis=1)
-    valid = all_pairs[..., 0] >= 0
-    _, qi, _ = np.nonzero(valid)
-    sel, y = all_pairs[valid], all_p[valid]
-    final = (qi, sel[:, 0], sel[:, 1], y if soft else hard_outcomes(y))
+    final = history(n_rounds)
     return AdaptiveResult(
         pairs=all_pairs,
         outcomes=hard_outcomes(all_p),
         wins=wins,
         byes=byes,
         p_first=all_p,
-        strengths=fit_bradley_terry(*final, nq, n, C=C) if len(qi) else np.zeros((nq, n)),
+        strengths=fit_bradley_terry(*final, nq, n, C=C) if len(final[0]) else np.zeros((nq, n)),
     )
