@@ -7,7 +7,7 @@ export DAGSTER_HOME ?= $(SABER_HOME)/dagster_home
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: setup run test test-slow bench bench-quick ui lint dagster-home clean slurm-up slurm-down
+.PHONY: setup run test test-unit test-slow bench bench-quick ui lint dagster-home clean slurm-up slurm-down
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -28,6 +28,10 @@ run: dagster-home
 test:
 	$(PY) -m pytest -q
 
+# the fast tier: pure algorithms (saber_core, the study), no Dagster, no builds
+test-unit:
+	$(PY) -m pytest -q tests/unit
+
 test-slow:
 	$(PY) -m pytest -q -m slow
 
@@ -43,6 +47,7 @@ ui: dagster-home
 lint:
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(SABER_HOME)

@@ -15,15 +15,22 @@ import json
 import math
 import os
 import resource
-import struct
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from itertools import combinations
 from pathlib import Path
 
 import numpy as np
+
+from bench.reference import (
+    judge_py,
+    pair_key,
+    python_bma,
+    python_ndcg,
+    python_pool,
+    python_swiss,
+    set_jaccard,
+)
 
 RESULT_TAG = "BENCH_RESULT "
 BLOCK = 32
@@ -168,33 +175,11 @@ def child_ontology_ic(ctx: Context) -> dict:
     }
 
 
-def _float32(x: float) -> float:
-    """Round a Python float to the nearest float32 (how the Lin table stores values)."""
-    return struct.unpack("f", struct.pack("f", x))[0]
-
-
-def _python_bma(anc: list[frozenset], ic: list[float]) -> Callable:
-    """BMA-Lin straight from the definitions, one pair at a time (pure Python).
-
-    Lin values are rounded to float32 like the stored Lin table; sums in Python floats.
-    """
-
-    def lin(a: int, b: int) -> float:
-        if a == b:
-            return 1.0
-        denominator = ic[a] + ic[b]
-        if denominator <= 0:
-            return 0.0
-        return _float32(2.0 * max(ic[k] for k in anc[a] & anc[b]) / denominator)
-
-    def bma(qa: list[int], qb: list[int]) -> float:
-        if not qa or not qb:
-            return 0.0
-        rows = [max(lin(a, b) for b in qb) for a in qa]
-        cols = [max(lin(a, b) for a in qa) for b in qb]
-        return 0.5 * (sum(rows) / len(rows) + sum(cols) / len(cols))
-
-    return bma
+def _splitmix_np(x: np.ndarray) -> np.ndarray:
+    z = x + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
 
 
 def child_bma(ctx: Context) -> dict:
@@ -221,11 +206,11 @@ def child_bma(ctx: Context) -> dict:
     seconds, cpu = _now() - tick, time.process_time() - cpu
 
     anc = [frozenset(onto.ancestor_set(i).tolist()) for i in range(onto.n_nodes)]
-    python_bma = _python_bma(anc, onto.ic.tolist())
+    pair_bma = python_bma(anc, onto.ic.tolist())
     doc_topics = query_topics(sets, sample_docs)
     tick = _now()
     ref = [
-        [python_bma(topics[q].tolist(), d.tolist()) for d in doc_topics] for q in range(n_sample_q)
+        [pair_bma(topics[q].tolist(), d.tolist()) for d in doc_topics] for q in range(n_sample_q)
     ]
     pairs = n_sample_q * len(sample_docs)
     ref_seconds = (_now() - tick) * (n_q * n_docs) / pairs
@@ -278,13 +263,9 @@ def child_jaccard(ctx: Context) -> dict:
         (tokenize(texts[i, 0]), tokenize(texts[i, 1])) for i in queries[:n_sample_q].tolist()
     ]
 
-    def jaccard(a: frozenset, b: frozenset) -> float:
-        union = len(a | b)
-        return len(a & b) / union if union else 0.0
-
     tick = _now()
-    ref_s = [[jaccard(qs, ds) for ds, _ in doc_sets] for qs, _ in query_sets]
-    ref_p = [[jaccard(qp, dp) for _, dp in doc_sets] for _, qp in query_sets]
+    ref_s = [[set_jaccard(qs, ds) for ds, _ in doc_sets] for qs, _ in query_sets]
+    ref_p = [[set_jaccard(qp, dp) for _, dp in doc_sets] for _, qp in query_sets]
     pairs = n_sample_q * len(sample_docs)
     ref_seconds = (_now() - tick) * (n_q * n_docs) / pairs
     summary_equal = bool(np.array_equal(kept, np.asarray(ref_s, dtype=np.float32)))
@@ -295,7 +276,7 @@ def child_jaccard(ctx: Context) -> dict:
     for k, doc in enumerate(queries[:n_sample_q].tolist()):
         qs = all_sets[doc]
         expected = {
-            d for d, ds in enumerate(all_sets) if np.float32(jaccard(qs, ds)) >= np.float32(cut)
+            d for d, ds in enumerate(all_sets) if np.float32(set_jaccard(qs, ds)) >= np.float32(cut)
         }
         near_equal &= expected == found[k]
     equal = summary_equal and near_equal and ref_p is not None
@@ -315,48 +296,6 @@ def child_jaccard(ctx: Context) -> dict:
             "(query, doc) pairs",
         }
     }
-
-
-def _python_quantile(sorted_values: list[float], q: float) -> float:
-    """numpy's "linear" quantile of a sorted list, with numpy's lerp (pure Python)."""
-    n = len(sorted_values)
-    virtual = (n - 1) * q
-    if virtual >= n - 1:
-        return sorted_values[-1]
-    lo = math.floor(virtual)
-    a, b, t = sorted_values[lo], sorted_values[lo + 1], virtual - lo
-    return b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t
-
-
-def _python_pool(bma, jac, prob, config, tiebreak, query_doc) -> list[tuple[int, str]]:
-    """select_pool's definition with lists and sorted() (no relax/skip: asserts the ok case)."""
-    n = len(bma)
-    eligible = [i for i in range(n) if prob[i] < config.near_duplicate_cut and i != query_doc]
-    b_low = _python_quantile(sorted(bma[i] for i in eligible), config.topic_low)
-    b_high = _python_quantile(sorted(bma[i] for i in eligible), config.topic_high)
-    j_low = _python_quantile(sorted(jac[i] for i in eligible), config.summary_low)
-    j_high = _python_quantile(sorted(jac[i] for i in eligible), config.summary_high)
-    ranking = {
-        "topic": lambda i: (-bma[i], tiebreak[i]),
-        "summary": lambda i: (-jac[i], tiebreak[i]),
-        "both": lambda i: (-(bma[i] + jac[i]), tiebreak[i]),
-    }
-    out = []
-    for group, n_take in config.sizes.items():
-        members = []
-        for i in eligible:
-            high_b, low_b = bma[i] >= b_high and bma[i] > b_low, bma[i] <= b_low
-            high_j, low_j = jac[i] >= j_high and jac[i] > j_low, jac[i] <= j_low
-            if (
-                (group == "topic" and high_b and low_j)
-                or (group == "summary" and high_j and low_b)
-                or (group == "both" and high_b and high_j)
-            ):
-                members.append(i)
-        members.sort(key=ranking[group])
-        assert len(members) >= n_take, "the reference covers the strict case only"
-        out += [(i, group) for i in members[:n_take]]
-    return out
 
 
 def child_discovery(ctx: Context) -> dict:
@@ -400,7 +339,7 @@ def child_discovery(ctx: Context) -> dict:
         inputs.append((bma_rows[k].tolist(), jac_rows[k].tolist(), prob_rows[k].tolist(), tiebreak))
     tick = _now()
     ref_pools = [
-        _python_pool(b, j, p, config, t, int(sample[k])) for k, (b, j, p, t) in enumerate(inputs)
+        python_pool(b, j, p, config, t, int(sample[k])) for k, (b, j, p, t) in enumerate(inputs)
     ]
     ref_seconds = (_now() - tick) * n_q / len(picked)
     equal = len(picked) > 0 and all(
@@ -434,90 +373,11 @@ def child_discovery(ctx: Context) -> dict:
     }
 
 
-_MASK = (1 << 64) - 1
-
-
-def _splitmix_py(x: int) -> int:
-    z = (x + 0x9E3779B97F4A7C15) & _MASK
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
-    return z ^ (z >> 31)
-
-
-def _splitmix_np(x: np.ndarray) -> np.ndarray:
-    z = x + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
-def _pair_key(seed: int, q, a, b):
-    return ((seed * 1_000_003 + q) * 1024 + a) * 1024 + b
-
-
-def _judge_py(strength: list[float], seed: int, q: int, a: int, b: int) -> float:
-    """Simulated judge for one pair (a < b): a wins iff s_a − s_b + logistic noise > 0."""
-    u = ((_splitmix_py(_pair_key(seed, q, a, b) & _MASK) >> 11) + 0.5) / 2.0**53
-    return 1.0 if strength[a] - strength[b] + math.log(u / (1.0 - u)) > 0 else 0.0
-
-
-def _python_swiss(keys: list[list[float]], judge: Callable, n: int, rounds: int):
-    """The SPEC Swiss tournament for one query, pure Python (greedy next-unmet + swap repair)."""
-    wins = [0] * n
-    met: set[tuple[int, int]] = set()
-    log = []
-    for r in range(rounds):
-        order = sorted(range(n), key=lambda i: (-wins[i], keys[r][i]))
-        unpaired, pairs, left = list(order), [], []
-        while unpaired:
-            p = unpaired.pop(0)
-            for q in unpaired:
-                if (min(p, q), max(p, q)) not in met:
-                    unpaired.remove(q)
-                    pairs.append([p, q])
-                    break
-            else:
-                left.append(p)
-        left.sort()  # left-over players are tried in id order
-        progress = True
-        while len(left) >= 2 and progress:
-            progress = False
-            for p, q in combinations(left, 2):
-                for k in range(len(pairs) - 1, -1, -1):
-                    a, b = pairs[k]
-
-                    def unmet(x: int, y: int) -> bool:
-                        return (min(x, y), max(x, y)) not in met
-
-                    if unmet(p, a) and unmet(q, b):
-                        pairs[k], new = [p, a], [q, b]
-                    elif unmet(p, b) and unmet(q, a):
-                        pairs[k], new = [p, b], [q, a]
-                    else:
-                        continue
-                    pairs.append(new)
-                    left.remove(p)
-                    left.remove(q)
-                    progress = True
-                    break
-                if progress:
-                    break
-        played = []
-        for x, y in pairs:
-            a, b = min(x, y), max(x, y)
-            outcome = judge(a, b)
-            met.add((a, b))
-            wins[a if outcome == 1.0 else b] += 1
-            played.append((a, b, outcome))
-        log.append(played)
-    return log
-
-
 def child_swiss_bt(ctx: Context) -> dict:
     from sklearn.linear_model import LogisticRegression
 
     from saber_core.bradley_terry import fit_bradley_terry, rescale_ratings
-    from saber_core.tournament import comparisons, run_swiss
+    from saber_core.tournament import run_swiss
 
     n_q, n, rounds, seed = ctx.n_queries, N_PLAYERS, N_ROUNDS, ctx.seed
     strength = np.random.default_rng([seed, 77]).normal(size=(n_q, n))
@@ -527,7 +387,7 @@ def child_swiss_bt(ctx: Context) -> dict:
         a, b = pairs[..., 0], pairs[..., 1]
         valid = a >= 0
         a0, b0 = np.where(valid, a, 0), np.where(valid, b, 1)
-        key = _pair_key(np.uint64(seed), qcol, a0.astype(np.uint64), b0.astype(np.uint64))
+        key = pair_key(np.uint64(seed), qcol, a0.astype(np.uint64), b0.astype(np.uint64))
         u = ((_splitmix_np(key) >> np.uint64(11)).astype(np.float64) + 0.5) / 2.0**53
         diff = np.take_along_axis(strength, a0, 1) - np.take_along_axis(strength, b0, 1)
         out = (diff + np.log(u / (1.0 - u)) > 0).astype(np.float64)
@@ -538,8 +398,8 @@ def child_swiss_bt(ctx: Context) -> dict:
     for _ in range(REPEATS):
         tick, cpu = _now(), time.process_time()
         result = run_swiss(n_q, n, rounds, judge, seed)
-        qi, a, b, o = comparisons(result)
-        beta = fit_bradley_terry(qi, a, b, o, n_q, n)
+        rows = result.comparisons()
+        beta = fit_bradley_terry(rows)
         ratings = rescale_ratings(beta)
         times.append((_now() - tick, time.process_time() - cpu))
 
@@ -551,9 +411,9 @@ def child_swiss_bt(ctx: Context) -> dict:
     logs, betas = [], []
     for q in range(n_sample):
         s = strength[q].tolist()
-        log = _python_swiss(
+        log = python_swiss(
             [keys[r][q] for r in range(rounds)],
-            lambda x, y, q=q, s=s: _judge_py(s, seed, q, x, y),
+            lambda x, y, q=q, s=s: judge_py(s, seed, q, x, y),
             n,
             rounds,
         )
@@ -591,14 +451,6 @@ def child_swiss_bt(ctx: Context) -> dict:
     }
 
 
-def _python_ndcg(scores: list[float], ratings: list[float], k: int) -> float:
-    order = sorted(range(len(scores)), key=lambda i: -scores[i])  # stable: ties by column
-    dcg = sum((2.0 ** ratings[i] - 1.0) / math.log2(r + 2) for r, i in enumerate(order[:k]))
-    ideal = sorted(ratings, reverse=True)
-    idcg = sum((2.0**g - 1.0) / math.log2(r + 2) for r, g in enumerate(ideal[:k]))
-    return dcg / idcg if idcg > 0 else 0.0
-
-
 def child_ndcg(ctx: Context) -> dict:
     from saber_core.metrics import ndcg_at_k
 
@@ -613,7 +465,7 @@ def child_ndcg(ctx: Context) -> dict:
         times.append((_now() - tick, time.process_time() - cpu))
     s_list, r_list = scores.tolist(), ratings.tolist()
     tick = _now()
-    ref = [_python_ndcg(s_list[q], r_list[q], K_NDCG) for q in range(n_q)]
+    ref = [python_ndcg(s_list[q], r_list[q], K_NDCG) for q in range(n_q)]
     ref_seconds = _now() - tick
     diff = float(np.max(np.abs(got - np.asarray(ref))))
     return {

@@ -1,1 +1,3 @@
-"""Dagster assets of the SABER platform: one module per pipeline stage, one ``Definitions``."""
+"""Dagster assets of the SABER platform: one module per asset group (``inputs``, ``annotation``,
+``discovery``, ``tournament``, ``export``, ``validity``, ``evaluation``), the schedules and
+sensors (``automation``), and the single ``Definitions`` (``definitions``)."""

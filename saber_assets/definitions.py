@@ -2,68 +2,24 @@
 
 from __future__ import annotations
 
-import os
-
 import dagster as dg
 
-from saber_assets.annotations import summaries, topic_annotations
-from saber_assets.corpus import corpus, ontology
+from saber_assets.annotation import summaries, topic_annotations
+from saber_assets.automation import build_schedules, build_sensors
+from saber_assets.discovery import candidate_pools, queries, summary_similarity, topic_similarity
 from saber_assets.evaluation import leaderboard, retriever_runs
-from saber_assets.export import benchmark_export
-from saber_assets.pools import candidate_pools
-from saber_assets.recipe import recipe_sensitivity
-from saber_assets.report import build_report
-from saber_assets.schedules import build_schedules, build_sensors
-from saber_assets.similarity import queries, summary_similarity, topic_similarity
-from saber_assets.tournament import make_judgment_assets
-from saber_assets.validity import rating_intervals, validity_report
+from saber_assets.export import benchmark_export, build_report
+from saber_assets.inputs import corpus, ontology
+from saber_assets.tournament import tournament_assets
+from saber_assets.validity import rating_intervals, recipe_sensitivity, validity_report
 from saber_resources.config import BuildConfig, load_build_config
-from saber_resources.judge import EmbeddingJudge, LexicalJudge, LLMJudge, PairwiseJudge
+from saber_resources.factory import make_backend, make_judge
 from saber_resources.llm.base import LLMBackend
-from saber_resources.llm.embedded import EmbeddedBackend
-from saber_resources.llm.openai_compat import OpenAICompatibleBackend
-from saber_resources.llm.vllm_backend import VLLMBackend
 from saber_resources.slurm import SlurmDispatch, slurm_dispatch_from_build
 from saber_resources.storage import DuckDBStore
 
 BUILD_JOB = "build_benchmark"
 EVAL_JOB = "evaluate_benchmark"
-API_KEY_ENV = "SABER_API_KEY"
-
-
-def make_backend(build: BuildConfig) -> LLMBackend:
-    """The LLM backend named by the build config (the API key only through ``EnvVar``)."""
-    if build.llm_backend == "embedded":
-        return EmbeddedBackend()
-    if build.llm_backend == "openai":
-        key = dg.EnvVar(API_KEY_ENV) if os.environ.get(API_KEY_ENV) else ""
-        return OpenAICompatibleBackend(
-            base_url=build.llm_base_url,
-            model=build.llm_model,
-            api_key=key,
-            max_concurrency=build.llm_max_concurrency,
-            reasoning_effort=build.llm_reasoning_effort,
-        )
-    return VLLMBackend(
-        model=build.llm_model,
-        tensor_parallel_size=build.llm_tensor_parallel,
-        reasoning_effort=build.llm_reasoning_effort,
-    )
-
-
-def make_judge(build: BuildConfig, backend: LLMBackend) -> PairwiseJudge:
-    """The pairwise judge named by the build config."""
-    if build.judge == "embedding":
-        return EmbeddingJudge()
-    if build.judge == "lexical":
-        return LexicalJudge()
-    return LLMJudge(
-        backend=backend,
-        mode=build.judge_mode,
-        both_orders=build.judge_both_orders,
-        max_tokens=build.judge_max_tokens,
-        seed=build.seed,
-    )
 
 
 def build_definitions(
@@ -84,7 +40,7 @@ def build_definitions(
         topic_similarity,
         summary_similarity,
         candidate_pools,
-        *make_judgment_assets(build.rounds),
+        *tournament_assets(build.tournament.rounds),
         rating_intervals,
         benchmark_export,
         recipe_sensitivity,

@@ -1,39 +1,39 @@
-"""Stage: retriever evaluation on the build's export — runs, leaderboard, plots, MLflow.
+"""Group ``evaluation``: retriever runs on the build's export and the leaderboard (thin
+wrappers over ``saber_eval``).
 
-Thin wrappers over ``saber_eval``. ``retriever_runs`` evaluates the configured retrievers and
-settings (default: bm25, jaccard, random, st:minilm on statement→full) on the export folder and
-writes run files, per-query CSVs and summaries under ``$SABER_HOME/eval/<export>-<hash>/``;
-its data identity is the export's content hash, so it also works on a folder written by
-``saber export`` or by another project. ``leaderboard`` rebuilds the leaderboard (DuckDB table,
-CSV, Markdown, plots) from every run summary in that folder, ``saber eval`` runs included.
+``retriever_runs`` evaluates the configured retrievers and settings (default: bm25, jaccard,
+random, st:minilm on statement→full) on the export folder and writes run files, per-query CSVs
+and summaries under ``$SABER_HOME/eval/<export>-<hash>/``; its data identity is the export's
+content hash, so it also works on a folder written by ``saber export`` or by another project.
+``leaderboard`` rebuilds the leaderboard (DuckDB table, CSV, Markdown, plots) from every run
+summary in that folder, ``saber eval`` runs included. Both log to MLflow under
+``$SABER_HOME/mlruns``.
 """
 
-import json
 from pathlib import Path
 
 import dagster as dg
-import polars as pl
 from pydantic import Field
 
-from saber_assets.runtime import StageOutput, materialize_stage
 from saber_eval import code_hash
 from saber_eval.benchmark import MAIN_SETTING, load_benchmark, parse_settings
-from saber_eval.cli import retriever_factory
 from saber_eval.leaderboard import refresh_leaderboard, summary_files
 from saber_eval.registry import load_registry
-from saber_eval.runner import METRIC, eval_dir, evaluate_specs
+from saber_eval.retrievers import retriever_factory
+from saber_eval.runner import METRIC, eval_dir, evaluate_specs, result_tables
+from saber_eval.tracking import log_result, log_run
 from saber_resources.config import BuildConfig
 from saber_resources.storage import DuckDBStore, stable_hash
+from saber_runtime.stage import StageOutput, materialize_stage
 
 DEFAULT_RETRIEVERS = ["bm25", "jaccard", "random", "st:minilm"]
-DEFAULT_SETTINGS = [MAIN_SETTING]
 
 
 class RetrieverRunsConfig(dg.Config):
     """Which retrievers and settings to evaluate, on which folder (empty = the build's export)."""
 
     retrievers: list[str] = Field(default_factory=lambda: list(DEFAULT_RETRIEVERS))
-    settings: list[str] = Field(default_factory=lambda: list(DEFAULT_SETTINGS))
+    settings: list[str] = Field(default_factory=lambda: [MAIN_SETTING])
     benchmark: str = ""
     mlflow: bool = True
 
@@ -42,10 +42,6 @@ class LeaderboardConfig(dg.Config):
     """Whether the leaderboard files and plots are also logged as one MLflow run."""
 
     mlflow: bool = True
-
-
-def _mlflow_store(build: BuildConfig) -> str:
-    return str(build.home_path / "mlruns")
 
 
 @dg.asset(group_name="evaluation", deps=["benchmark_export"], kinds={"python", "mlflow"})
@@ -57,12 +53,11 @@ def retriever_runs(
 ) -> dg.MaterializeResult:
     """Per query and retriever × setting: nDCG@10 and reranking latency; TREC run files."""
     benchmark = load_benchmark(Path(config.benchmark) if config.benchmark else build.export_dir)
-    settings = parse_settings(config.settings)
-    registry = load_registry()
+    settings, registry = parse_settings(config.settings), load_registry()
     folder = eval_dir(build.home_path / "eval", benchmark)
 
     def compute() -> StageOutput:
-        make = retriever_factory(build.home_path / "cache" / "eval_cache.duckdb", seed=build.seed)
+        make = retriever_factory(build.eval_cache_path, seed=build.seed)
         results = evaluate_specs(
             benchmark,
             config.retrievers,
@@ -72,63 +67,29 @@ def retriever_runs(
             make=make,
             log=context.log.info,
         )
-        if config.mlflow:
-            from saber_eval.tracking import log_result
-
-            for result in results:
-                log_result(result, _mlflow_store(build))
-        per_query = pl.concat(
-            [
-                r.per_query().select(
-                    pl.lit(r.spec).alias("retriever"), pl.lit(r.setting).alias("setting"), pl.all()
-                )
-                for r in results
-            ]
-        )
-        summaries = pl.DataFrame(
-            [
-                {
-                    "retriever": r.spec,
-                    "setting": r.setting,
-                    "display_name": r.entry.display_name,
-                    "kind": r.entry.kind,
-                    METRIC: r.mean,
-                    "median_latency_s": r.median_latency_s,
-                    "n_queries": len(r.query_ids),
-                    "per_domain": json.dumps(r.per_domain, sort_keys=True),
-                    "run_file": str(r.files["run_file"]),
-                    "eval_dir": str(folder),
-                    "benchmark_hash": benchmark.hash,
-                }
-                for r in results
-            ]
-        )
+        for result in results if config.mlflow else []:
+            log_result(result, build.home_path / "mlruns")
+        per_query, summaries = result_tables(results, folder)
         figures = {"benchmark_hash": benchmark.hash, "eval_dir": str(folder)}
         for r in results:
             figures[f"{METRIC}/{r.spec}/{r.setting}"] = round(r.mean, 4)
             figures[f"median_latency_s/{r.spec}/{r.setting}"] = round(r.median_latency_s, 6)
         files = [p for r in results for p in r.files.values()]
-        return StageOutput(
-            {"retriever_runs": per_query, "retriever_run_summaries": summaries},
-            figures=figures,
-            files=files,
-        )
+        tables = {"retriever_runs": per_query, "retriever_run_summaries": summaries}
+        return StageOutput(tables, figures=figures, files=files)
 
+    fingerprint = {
+        "retrievers": list(config.retrievers),
+        "settings": settings,
+        "benchmark_hash": benchmark.hash,
+        "eval_dir": str(folder),
+        "registry": registry.hash,
+        "eval_code": code_hash(),
+        "seed": build.seed,
+        "mlflow": config.mlflow,
+    }
     return materialize_stage(
-        context,
-        store,
-        settings={
-            "retrievers": list(config.retrievers),
-            "settings": settings,
-            "benchmark_hash": benchmark.hash,
-            "eval_dir": str(folder),
-            "registry": registry.hash,
-            "eval_code": code_hash(),
-            "seed": build.seed,
-            "mlflow": config.mlflow,
-        },
-        upstream=[],
-        compute=compute,
+        context, store, settings=fingerprint, compute=compute, track_upstream=False
     )
 
 
@@ -141,7 +102,7 @@ def leaderboard(
 ) -> dg.MaterializeResult:
     """Leaderboard (nDCG@10 overall and per domain, median latency) with its plots."""
     summaries = store.read_table("retriever_run_summaries")
-    folder = Path(summaries["eval_dir"][0])
+    folder, benchmark_hash = Path(summaries["eval_dir"][0]), summaries["benchmark_hash"][0]
     registry = load_registry()
     runs = {
         p.relative_to(folder).as_posix(): stable_hash(p.read_text()) for p in summary_files(folder)
@@ -150,27 +111,18 @@ def leaderboard(
     def compute() -> StageOutput:
         board = refresh_leaderboard(folder, registry)
         if config.mlflow:
-            from saber_eval.tracking import log_run
-
             log_run(
-                _mlflow_store(build),
+                build.home_path / "mlruns",
                 run_name=f"leaderboard · {folder.name}",
-                params={
-                    "benchmark_hash": summaries["benchmark_hash"][0],
-                    "rows": board.frame.height,
-                },
+                params={"benchmark_hash": benchmark_hash, "rows": board.frame.height},
                 metrics={},
                 artifacts=[*board.files.values(), *board.plots.values()],
-                tags={"saber.benchmark": summaries["benchmark_hash"][0]},
+                tags={"saber.benchmark": benchmark_hash},
             )
-        best = (
-            board.frame.sort(METRIC, descending=True)
-            .group_by("setting", maintain_order=True)
-            .first()
-        )
+        best = board.frame.sort(METRIC, descending=True).group_by("setting", maintain_order=True)
         figures = {
             f"best/{s}": f"{r} ({v:.3f})"
-            for s, r, v in best.select("setting", "retriever", METRIC).rows()
+            for s, r, v in best.first().select("setting", "retriever", METRIC).rows()
         }
         figures |= {f"file/{k}": str(v) for k, v in board.files.items()}
         return StageOutput(
@@ -180,15 +132,10 @@ def leaderboard(
             plots=board.plots,
         )
 
-    return materialize_stage(
-        context,
-        store,
-        settings={
-            "eval_dir": str(folder),
-            "runs": runs,
-            "registry": registry.hash,
-            "eval_code": code_hash(),
-        },
-        upstream=["retriever_runs"],
-        compute=compute,
-    )
+    fingerprint = {
+        "eval_dir": str(folder),
+        "runs": runs,
+        "registry": registry.hash,
+        "eval_code": code_hash(),
+    }
+    return materialize_stage(context, store, settings=fingerprint, compute=compute)

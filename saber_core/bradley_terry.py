@@ -17,6 +17,8 @@ from contextlib import AbstractContextManager, nullcontext
 import numpy as np
 from scipy.special import expit
 
+from saber_core.comparisons import Comparisons
+
 _CHUNK_ELEMENTS = 250_000  # Hessian entries (Q_chunk · n · n) held at once
 
 
@@ -32,36 +34,6 @@ def _single_threaded_blas() -> AbstractContextManager:
     except ImportError:  # pragma: no cover - optional
         return nullcontext()
     return threadpool_limits(limits=1, user_api="blas")
-
-
-def _validate(
-    query_idx: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    outcome: np.ndarray,
-    n_queries: int,
-    n_players: int,
-) -> None:
-    lengths = {len(x) for x in (query_idx, a, b, outcome)}
-    if len(lengths) != 1:
-        raise ValueError("query_idx, a, b and outcome must be 1-D arrays of the same length")
-    for name, values, bound in (
-        ("query_idx", query_idx, n_queries),
-        ("a", a, n_players),
-        ("b", b, n_players),
-    ):
-        bad = np.flatnonzero((values < 0) | (values >= bound))
-        if bad.size:
-            r = int(bad[0])
-            raise ValueError(f"row {r}: field '{name}' = {values[r]} is outside [0, {bound})")
-    bad = np.flatnonzero(a == b)
-    if bad.size:
-        r = int(bad[0])
-        raise ValueError(f"row {r}: field 'b' equals field 'a' (= {a[r]}): a self-comparison")
-    bad = np.flatnonzero(~np.isnan(outcome) & ((outcome < 0.0) | (outcome > 1.0)))
-    if bad.size:
-        r = int(bad[0])
-        raise ValueError(f"row {r}: field 'outcome' = {outcome[r]} is outside [0, 1]")
 
 
 def _objective(
@@ -115,33 +87,23 @@ def _fit_chunk(q, a, b, y, nq, n, c, tol, max_iter) -> tuple[np.ndarray, np.ndar
 
 
 def fit_bradley_terry(
-    query_idx: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    outcome: np.ndarray,
-    n_queries: int,
-    n_players: int,
-    C: float = 1.0,
-    tol: float = 1e-10,
-    max_iter: int = 100,
+    comparisons: Comparisons, C: float = 1.0, tol: float = 1e-10, max_iter: int = 100
 ) -> np.ndarray:
     """Raw Bradley–Terry strengths β (Q, n), ``P(a beats b) = σ(β_a − β_b)``.
 
     Minimizes, per query, ``½‖β‖² + C Σ_r [log(1 + e^{z_r}) − y_r z_r]`` with ``z_r = β_a − β_b``
-    and ``y_r = outcome_r`` ∈ [0, 1] (soft outcomes allowed; NaN rows = dropped judgments are
-    ignored). Batched damped Newton over all queries, stopping when ‖∇f‖₂ < ``tol`` per query
+    and ``y_r`` ∈ [0, 1] the row's outcome (soft outcomes allowed; NaN rows = dropped judgments
+    are ignored). Batched damped Newton over all queries, stopping when ‖∇f‖₂ < ``tol`` per query
     (RuntimeWarning if some query has not converged after ``max_iter`` iterations). Players
     without comparisons end at 0. Invalid rows raise ValueError naming the row and field.
     """
-    query_idx, a, b = (np.asarray(x, dtype=np.int64).reshape(-1) for x in (query_idx, a, b))
-    outcome = np.asarray(outcome, dtype=float).reshape(-1)
     if not C > 0:
         raise ValueError(f"C must be > 0, got {C}")
-    _validate(query_idx, a, b, outcome, n_queries, n_players)
-    keep = ~np.isnan(outcome)
-    query_idx, a, b, outcome = query_idx[keep], a[keep], b[keep], outcome[keep]
-    rows_order = np.argsort(query_idx, kind="stable")
-    query_idx, a, b, y = (x[rows_order] for x in (query_idx, a, b, outcome))
+    comparisons.validate()
+    n_queries, n_players = comparisons.n_queries, comparisons.n_players
+    kept = comparisons.select(comparisons.decided)
+    rows_order = np.argsort(kept.q, kind="stable")
+    query_idx, a, b, y = (x[rows_order] for x in (kept.q, kept.a, kept.b, kept.y))
 
     beta = np.zeros((n_queries, n_players))
     if n_players == 0:

@@ -18,16 +18,21 @@ topics      list of strings, opt.   human topic annotations: ontology node ids
 A row that could not be read (invalid UTF-8 or JSON: a ``_read_error`` from the reader) is
 quarantined with that error. A row whose problem text equals an earlier row's (after white
 space folding and lower-casing) is quarantined as a duplicate text.
-``len(corpus) + len(quarantine) == len(input)`` always holds.
+``len(corpus) + len(quarantine) == len(input)`` always holds; after :func:`limit_corpus` (a
+seeded domain-balanced sample of the valid rows) ``len(corpus) + len(quarantine) + n_limited ==
+len(input)``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
+from saber_core.pools import sample_queries
+
 REQUIRED = ("doc_id", "problem", "solution")
+FULL_TEXT = "Problem: {}\n\nSolution: {}"
 OPTIONAL_DEFAULTS = {"source": "user", "domain": "Unknown"}
 DEFAULT_MAX_CHARS = 100_000
 
@@ -39,6 +44,7 @@ class ValidatedCorpus:
     corpus: pl.DataFrame
     quarantine: pl.DataFrame
     n_input: int
+    n_limited: int = 0  # valid rows left out by a corpus_limit sample
 
 
 def validate_corpus(frame: pl.DataFrame, max_chars: int = DEFAULT_MAX_CHARS) -> ValidatedCorpus:
@@ -128,3 +134,24 @@ def validate_corpus(frame: pl.DataFrame, max_chars: int = DEFAULT_MAX_CHARS) -> 
     )
     assert result.corpus.height + result.quarantine.height == n_input
     return result
+
+
+def limit_corpus(validated: ValidatedCorpus, limit: int, seed: int) -> ValidatedCorpus:
+    """Keep a seeded sample of ``limit`` valid rows balanced across domains
+    (:func:`saber_core.pools.sample_queries`); ``limit`` ≤ 0 keeps every row. The rows left out
+    are counted in ``n_limited``."""
+    if limit <= 0:
+        return validated
+    keep = sample_queries(validated.corpus["domain"].to_list(), limit, seed)
+    left_out = validated.n_limited + validated.corpus.height - len(keep)
+    return replace(validated, corpus=validated.corpus[keep], n_limited=left_out)
+
+
+def full_text(problem: str, solution: str) -> str:
+    """The "full" text of a problem (SPEC): ``Problem: {problem}\\n\\nSolution: {solution}``."""
+    return FULL_TEXT.format(problem, solution)
+
+
+def full_text_expr(problem: pl.Expr, solution: pl.Expr) -> pl.Expr:
+    """:func:`full_text` as a polars expression."""
+    return pl.format(FULL_TEXT, problem, solution)

@@ -32,6 +32,7 @@ import numpy as np
 from scipy.special import expit
 
 from saber_core.bradley_terry import fit_bradley_terry
+from saber_core.comparisons import Comparisons, hard_outcomes, soft_outcomes
 from saber_core.tournament import SwissResult, repair_round, swiss_round
 
 ProbabilityJudge = Callable[[int, np.ndarray], np.ndarray]
@@ -45,11 +46,18 @@ class AdaptiveResult(SwissResult):
     played).
 
     ``outcomes`` are the hard outcomes ``1[p > ½]`` / ``0[p < ½]`` (NaN for p = ½), as the
-    platform's round assets store them, so :func:`saber_core.tournament.comparisons` works.
+    platform's round assets store them.
     """
 
     p_first: np.ndarray
     strengths: np.ndarray
+
+    def comparisons(self, soft: bool = False) -> Comparisons:
+        """The played rows with hard outcomes, or the judge's probabilities when ``soft``
+        (:func:`saber_core.comparisons.soft_outcomes`)."""
+        rows = super().comparisons()
+        played = self.p_first[self.pairs[..., 0] >= 0]
+        return rows.with_outcomes(soft_outcomes(played)) if soft else rows
 
 
 def information_weights(strengths: np.ndarray) -> np.ndarray:
@@ -139,12 +147,6 @@ def information_round(
     return greedy_matching(information_weights(strengths), met, rng)
 
 
-def hard_outcomes(p_first: np.ndarray) -> np.ndarray:
-    """1.0 where p > ½, 0.0 where p < ½, NaN where p = ½ or NaN (as the round assets store)."""
-    p = np.asarray(p_first, dtype=float)
-    return np.where(p > 0.5, 1.0, np.where(p < 0.5, 0.0, np.nan))
-
-
 def random_round(met: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """A uniformly random round without rematches (the greedy matching with equal weights)."""
     met = np.asarray(met, dtype=bool)
@@ -153,14 +155,12 @@ def random_round(met: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 PAIRINGS = ("swiss", "information", "random")
 
-History = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # query index, a, b, outcome
-
 
 def pair_round(
     pairing: str,
     wins: np.ndarray,
     met: np.ndarray,
-    history: History,
+    history: Comparisons,
     rng: np.random.Generator,
     C: float = 1.0,
 ) -> np.ndarray:
@@ -168,8 +168,8 @@ def pair_round(
 
     ``swiss``: :func:`saber_core.tournament.swiss_round` on the win counts; ``information``:
     :func:`information_round` on the BT strengths fitted (L2, ``C``) on ``history`` — the
-    earlier judgments ``(query index, a, b, outcome)``, hard or soft outcomes in [0, 1], NaN =
-    dropped; strengths are zero before any judgment; ``random``: :func:`random_round`.
+    earlier judgments, hard or soft outcomes in [0, 1], NaN = dropped; strengths are zero
+    before any judgment; ``random``: :func:`random_round`.
     """
     if pairing not in PAIRINGS:
         raise ValueError(f"pairing must be one of {PAIRINGS}, got {pairing!r}")
@@ -178,10 +178,7 @@ def pair_round(
         return swiss_round(wins, met, rng)
     if pairing == "random":
         return random_round(met, rng)
-    nq, n = wins.shape
-    q, a, b, y = history
-    decided = np.isfinite(np.asarray(y, dtype=float))
-    beta = fit_bradley_terry(q, a, b, y, nq, n, C=C) if decided.any() else np.zeros((nq, n))
+    beta = fit_bradley_terry(history, C=C) if history.decided.any() else np.zeros(wins.shape)
     return information_round(beta, met, rng)
 
 
@@ -217,12 +214,14 @@ def run_pairing(
     all_p = np.full((n_rounds, nq, m), np.nan)
     byes = np.zeros((n_rounds, nq), dtype=np.int64)
 
-    def history(rounds: int) -> History:
+    def history(rounds: int) -> Comparisons:
         """The judgments of the first ``rounds`` rounds, flattened (soft or hard outcomes)."""
         valid = all_pairs[:rounds, ..., 0] >= 0
         _, qi, _ = np.nonzero(valid)
         sel, y = all_pairs[:rounds][valid], all_p[:rounds][valid]
-        return qi, sel[:, 0], sel[:, 1], y if soft else hard_outcomes(y)
+        return Comparisons(
+            qi, sel[:, 0], sel[:, 1], (soft_outcomes if soft else hard_outcomes)(y), nq, n
+        )
 
     for r in range(n_rounds):
         pairs = pair_round(strategy, wins, met, history(r), round_rng(seed, r + 1), C=C)
@@ -250,5 +249,5 @@ def run_pairing(
         wins=wins,
         byes=byes,
         p_first=all_p,
-        strengths=fit_bradley_terry(*final, nq, n, C=C) if len(final[0]) else np.zeros((nq, n)),
+        strengths=fit_bradley_terry(final, C=C) if len(final) else np.zeros((nq, n)),
     )

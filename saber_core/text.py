@@ -202,3 +202,14 @@ def jaccard_many_vs_many(queries: TokenMatrix, docs: TokenMatrix) -> sp.csr_matr
     union = queries.set_sizes[rows] + docs.set_sizes[inter.indices] - inter.data
     inter.data = (inter.data / union).astype(np.float32)
     return inter
+
+
+def pool_jaccard(tokens: TokenMatrix, query_rows: np.ndarray, pool_rows: np.ndarray) -> np.ndarray:
+    """(Q, n) float32 Jaccard of query ``q``'s text (row ``query_rows[q]`` of ``tokens``) with
+    each of its pool members' texts (rows ``pool_rows[q]``): the same values as
+    :func:`jaccard_one_vs_many` at those columns, without scoring the whole corpus."""
+    pool_rows = np.asarray(pool_rows, dtype=np.int64)
+    out = np.zeros(pool_rows.shape, dtype=np.float32)
+    for q, (row, pool) in enumerate(zip(np.asarray(query_rows).tolist(), pool_rows, strict=True)):
+        out[q] = jaccard_dense_block(tokens.rows([row]), tokens.rows(pool))[0]
+    return out

@@ -21,6 +21,8 @@ from itertools import combinations
 
 import numpy as np
 
+from saber_core.comparisons import Comparisons
+
 Judge = Callable[[int, np.ndarray], np.ndarray]
 
 
@@ -37,6 +39,20 @@ class SwissResult:
     outcomes: np.ndarray
     wins: np.ndarray
     byes: np.ndarray
+
+    def comparisons(self) -> Comparisons:
+        """The played pairs as flat rows (round by round), outcome 1.0 if ``a`` (the smaller id)
+        won, 0.0 if ``b`` won. Empty slots are dropped; NaN outcomes (dropped judgments) are
+        KEPT so callers can count them (Bradley–Terry ignores them)."""
+        valid = self.pairs[..., 0] >= 0
+        _, qi, _ = np.nonzero(valid)
+        sel = self.pairs[valid]
+        nq, n = self.wins.shape
+        return Comparisons(qi, sel[:, 0], sel[:, 1], self.outcomes[valid], nq, n)
+
+    def rounds_of_rows(self) -> np.ndarray:
+        """0-based round of each row of :meth:`comparisons`."""
+        return np.nonzero(self.pairs[..., 0] >= 0)[0]
 
 
 def _check_state(wins: np.ndarray, met: np.ndarray) -> tuple[int, int]:
@@ -261,19 +277,6 @@ def run_swiss(
         all_pairs[r], all_out[r] = pairs, out
         byes[r] = n - 2 * (pairs[..., 0] >= 0).sum(axis=1)
     return SwissResult(pairs=all_pairs, outcomes=all_out, wins=wins, byes=byes)
-
-
-def comparisons(result: SwissResult) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Flatten a tournament to 1-D ``(query_idx, a, b, outcome)`` for Bradley–Terry.
-
-    ``a < b`` are the pair's ids and ``outcome`` = 1.0 if ``a`` won, 0.0 if ``b`` won. Empty slots
-    are dropped; NaN outcomes (dropped judgments) are KEPT so callers can count them
-    (:func:`saber_core.bradley_terry.fit_bradley_terry` ignores them).
-    """
-    valid = result.pairs[..., 0] >= 0
-    _, qi, _ = np.nonzero(valid)
-    sel = result.pairs[valid]
-    return qi, sel[:, 0], sel[:, 1], result.outcomes[valid]
 
 
 def round_robin_pairs(n: int) -> np.ndarray:

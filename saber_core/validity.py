@@ -2,8 +2,9 @@
 recipe sensitivity (issue 8). Pure numpy/scipy, batched over queries.
 
 Shapes follow :mod:`saber_core.tournament` and :mod:`saber_core.bradley_terry`: ratings are
-``(Q, n)`` arrays (``Q`` queries, ``n`` candidates); judgments are flat rows ``(query_idx, a, b,
-outcome)`` with ``outcome`` = P(``a`` beats ``b``) in [0, 1] (hard 0/1 or soft), NaN = dropped.
+``(Q, n)`` arrays (``Q`` queries, ``n`` candidates); judgments are
+:class:`saber_core.comparisons.Comparisons` (flat rows, ``y`` = P(``a`` beats ``b``) in [0, 1],
+hard 0/1 or soft, NaN = dropped).
 
 Agreement between two rating vectors ``x, y`` of one query, over the pairs ``i < j`` of
 candidates (a candidate with a NaN in either vector is left out), with ``sx = sign(x_i − x_j)``
@@ -23,9 +24,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import polars as pl
 from scipy.stats import rankdata
 
 from saber_core.bradley_terry import fit_bradley_terry
+from saber_core.comparisons import Comparisons
 
 _PAIR_ELEMENTS = 2_000_000  # (Q_chunk · n · n) sign entries held at once
 
@@ -108,25 +111,17 @@ def spearman_rho(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return rho[0] if single else rho
 
 
-def judgment_agreement(
-    ratings: np.ndarray,
-    query_idx: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    outcome: np.ndarray,
-) -> np.ndarray:
+def judgment_agreement(ratings: np.ndarray, judgments: Comparisons) -> np.ndarray:
     """Per query, the fraction of judgments whose winner has the higher rating; (Q,).
 
-    A judgment counts when its outcome is decided (``outcome`` ≠ ½ and not NaN; ``a`` wins when
-    outcome > ½): 1 if the ratings order ``a, b`` the same way, 0 if the opposite, ½ if the two
+    A judgment counts when its outcome is decided (``y`` ≠ ½ and not NaN; ``a`` wins when
+    y > ½): 1 if the ratings order ``a, b`` the same way, 0 if the opposite, ½ if the two
     ratings are equal. This is the "agreement with human preferences" of the SABER-Math paper
     when the judgments are human labels. NaN for a query without decided judgments.
     """
     ratings = np.asarray(ratings, dtype=float)
-    query_idx, a, b = (np.asarray(v, dtype=np.int64) for v in (query_idx, a, b))
-    outcome = np.asarray(outcome, dtype=float)
-    keep = np.isfinite(outcome) & (outcome != 0.5)
-    q, a, b, o = query_idx[keep], a[keep], b[keep], outcome[keep]
+    keep = judgments.decided & (judgments.y != 0.5)
+    q, a, b, o = judgments.q[keep], judgments.a[keep], judgments.b[keep], judgments.y[keep]
     score = 0.5 + 0.5 * np.sign(ratings[q, a] - ratings[q, b]) * np.sign(o - 0.5)
     nq = ratings.shape[0]
     count = np.bincount(q, minlength=nq).astype(float)
@@ -147,17 +142,10 @@ def mean_and_se(values: np.ndarray) -> tuple[float, float]:
 
 
 # ----------------------------------------------------------------------------- helpers
-def _clean_rows(
-    query_idx: np.ndarray, a: np.ndarray, b: np.ndarray, outcome: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Drop NaN outcomes and sort rows by query (stable); returns int64 / float arrays."""
-    query_idx, a, b = (np.asarray(v, dtype=np.int64).reshape(-1) for v in (query_idx, a, b))
-    outcome = np.asarray(outcome, dtype=float).reshape(-1)
-    if not len(query_idx) == len(a) == len(b) == len(outcome):
-        raise ValueError("query_idx, a, b and outcome must be 1-D arrays of the same length")
-    keep = np.isfinite(outcome)
-    order = np.argsort(query_idx[keep], kind="stable")
-    return tuple(v[keep][order] for v in (query_idx, a, b, outcome))  # type: ignore[return-value]
+def _clean_rows(comparisons: Comparisons) -> Comparisons:
+    """The decided rows, sorted by query (stable)."""
+    kept = comparisons.select(comparisons.decided)
+    return kept.select(np.argsort(kept.q, kind="stable"))
 
 
 def _position_in_query(query_idx: np.ndarray, n_queries: int) -> tuple[np.ndarray, np.ndarray]:
@@ -224,12 +212,7 @@ def spearman_brown(r: np.ndarray | float) -> np.ndarray:
 
 
 def split_half_reliability(
-    query_idx: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    outcome: np.ndarray,
-    n_queries: int,
-    n_players: int,
+    comparisons: Comparisons,
     n_repeats: int = 10,
     seed: int = 0,
     C: float = 1.0,
@@ -247,7 +230,9 @@ def split_half_reliability(
     (:func:`spearman_brown`): per query with ``r̄`` = the mean of ``r`` over repeats, pooled
     with ``r̄`` = the mean over queries and repeats.
     """
-    q, a, b, y = _clean_rows(query_idx, a, b, outcome)
+    n_queries, n_players = comparisons.n_queries, comparisons.n_players
+    clean = _clean_rows(comparisons)
+    q, a, b, y = clean.q, clean.a, clean.b, clean.y
     counts, pos = _position_in_query(q, n_queries)
     keys = _query_uniforms(seed, _query_keys(query_keys, n_queries), counts, n_repeats)
     blocks = []
@@ -258,7 +243,7 @@ def split_half_reliability(
         blocks.append(((rep * n_queries + q) * 2 + half, a, b, y))
     qq, aa, bb, yy = (np.concatenate(v) for v in zip(*blocks, strict=True))
     n_fits = 2 * n_repeats * n_queries
-    beta = fit_bradley_terry(qq, aa, bb, yy, n_fits, n_players, C=C)
+    beta = fit_bradley_terry(Comparisons(qq, aa, bb, yy, n_fits, n_players), C=C)
     beta = beta.reshape(n_repeats, n_queries, 2, n_players)
     first = beta[:, :, 0].reshape(-1, n_players)
     second = beta[:, :, 1].reshape(-1, n_players)
@@ -300,17 +285,9 @@ class BootstrapIntervals:
     level: float
 
 
-def _resample_sorted(
-    q: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    y: np.ndarray,
-    n_queries: int,
-    n_boot: int,
-    seed: int,
-    keys: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _resample_sorted(clean: Comparisons, n_boot: int, seed: int, keys: np.ndarray) -> Comparisons:
     """:func:`resample_comparisons` on clean q-sorted rows, query ``q`` keyed ``keys[q]``."""
+    q, n_queries = clean.q, clean.n_queries
     counts, _ = _position_in_query(q, n_queries)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     u = _query_uniforms(seed, keys, counts, n_boot)
@@ -318,38 +295,30 @@ def _resample_sorted(
     pick = starts[q] + np.minimum((u * counts[q]).astype(np.int64), counts[q] - 1)
     rep_q = (np.arange(n_boot)[:, None] * n_queries + q[None, :]).reshape(-1)
     pick = pick.reshape(-1)
-    return rep_q, a[pick], b[pick], y[pick]
+    return Comparisons(
+        rep_q, clean.a[pick], clean.b[pick], clean.y[pick], n_boot * n_queries, clean.n_players
+    )
 
 
 def resample_comparisons(
-    query_idx: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    outcome: np.ndarray,
-    n_queries: int,
+    comparisons: Comparisons,
     n_boot: int,
     seed: int = 0,
     query_keys: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> Comparisons:
     """``n_boot`` nonparametric bootstrap resamples of every query's judgments.
 
     Replicate ``k`` of query ``q`` draws ``m_q`` rows with replacement from that query's ``m_q``
     non-NaN rows (uniforms from ``np.random.default_rng([seed, query_keys[q]])``, keys default
-    to ``q``); its rows get the batched query index ``k · Q + q``. Returns flat
-    ``(query_idx, a, b, outcome)`` of length ``n_boot · Σ m_q``.
+    to ``q``); its rows get the batched query index ``k · Q + q``. Returns the
+    ``n_boot · Σ m_q`` rows as comparisons of ``n_boot · Q`` queries.
     """
-    q, a, b, y = _clean_rows(query_idx, a, b, outcome)
-    keys = _query_keys(query_keys, n_queries)
-    return _resample_sorted(q, a, b, y, n_queries, n_boot, seed, keys)
+    keys = _query_keys(query_keys, comparisons.n_queries)
+    return _resample_sorted(_clean_rows(comparisons), n_boot, seed, keys)
 
 
 def bootstrap_intervals(
-    query_idx: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    outcome: np.ndarray,
-    n_queries: int,
-    n_players: int,
+    comparisons: Comparisons,
     n_boot: int = 200,
     level: float = 0.95,
     seed: int = 0,
@@ -388,22 +357,21 @@ def bootstrap_intervals(
         raise ValueError(f"n_boot must be >= 2, got {n_boot}")
     if block_queries < 1:
         raise ValueError(f"block_queries must be >= 1, got {block_queries}")
+    n_queries, n_players = comparisons.n_queries, comparisons.n_players
     keys = _query_keys(query_keys, n_queries)
-    beta = fit_bradley_terry(query_idx, a, b, outcome, n_queries, n_players, C=C)
-    q, a, b, y = _clean_rows(query_idx, a, b, outcome)
-    starts = np.searchsorted(q, np.arange(n_queries + 1))
+    beta = fit_bradley_terry(comparisons, C=C)
+    clean = _clean_rows(comparisons)
+    starts = np.searchsorted(clean.q, np.arange(n_queries + 1))
     alpha = (1.0 - level) / 2.0
     lower = np.empty((n_queries, n_players))
     upper = np.empty((n_queries, n_players))
     kept = np.empty((n_boot if keep_replicates else 0, n_queries, n_players))
     for first in range(0, n_queries, block_queries):
         last = min(first + block_queries, n_queries)
-        sl = slice(starts[first], starts[last])
+        part = clean.select(slice(starts[first], starts[last]))
         nb = last - first
-        rq, ra, rb, ry = _resample_sorted(
-            q[sl] - first, a[sl], b[sl], y[sl], nb, n_boot, seed, keys[first:last]
-        )
-        reps = fit_bradley_terry(rq, ra, rb, ry, n_boot * nb, n_players, C=C)
+        block = Comparisons(part.q - first, part.a, part.b, part.y, nb, n_players)
+        reps = fit_bradley_terry(_resample_sorted(block, n_boot, seed, keys[first:last]), C=C)
         reps = reps.reshape(n_boot, nb, n_players)
         lower[first:last], upper[first:last] = np.quantile(reps, [alpha, 1.0 - alpha], axis=0)
         if keep_replicates:
@@ -482,3 +450,37 @@ def shared_rank_correlation(
             rho[k] = spearman_rho(x, y)
             tau[k] = kendall_tau_b(x, y)
     return SharedRankCorrelation(n_shared=n_shared, spearman=rho, kendall=tau)
+
+
+def recipe_agreement(
+    query_ids: Sequence[str],
+    own_ids: Sequence[Sequence],
+    own_ratings: Sequence[Sequence[float]],
+    other_ids: Sequence[Sequence],
+    other_ratings: Sequence[Sequence[float]],
+) -> pl.DataFrame:
+    """Per query, how two summary recipes' benchmarks agree: ``query_id, pool_overlap``
+    (:func:`pool_overlap`), ``n_shared, spearman, kendall_tau`` (:func:`shared_rank_correlation`;
+    null where undefined)."""
+    overlap = pool_overlap(own_ids, other_ids)
+    corr = shared_rank_correlation(own_ids, own_ratings, other_ids, other_ratings)
+    return pl.DataFrame(
+        {
+            "query_id": list(query_ids),
+            "pool_overlap": overlap,
+            "n_shared": corr.n_shared,
+            "spearman": corr.spearman,
+            "kendall_tau": corr.kendall,
+        },
+        schema_overrides={"query_id": pl.String},
+    ).with_columns(pl.col("spearman", "kendall_tau").fill_nan(None))
+
+
+def sample_subset(items: Sequence, k: int, seed: int, stream: int) -> list:
+    """A seeded sample of ``k`` items in their original order (``default_rng([seed, stream])``);
+    all items when ``k`` ≤ 0 or ``k`` ≥ their number."""
+    items = list(items)
+    if not 0 < k < len(items):
+        return items
+    pick = np.random.default_rng([seed, stream]).choice(len(items), size=k, replace=False)
+    return [items[i] for i in np.sort(pick)]

@@ -228,3 +228,30 @@ def containment(
         bench_sizes=b.sizes,
         external_sizes=e.sizes,
     )
+
+
+def contamination_flags(
+    bench_ids: Sequence[str],
+    bench_texts: Sequence[str | None],
+    query_ids: set[str],
+    external_ids: Sequence[str],
+    external_texts: Sequence[str | None],
+    n: int = DEFAULT_NGRAM,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> pl.DataFrame:
+    """The flagged (benchmark text, external text) pairs as a table: ``doc_id, is_query,
+    external_id, bench_in_external, external_in_bench, score`` (score ≥ ``threshold``)."""
+    result = containment(bench_texts, external_texts, n=n, min_score=threshold)
+    flagged = result.flagged(threshold)
+    bench = np.asarray(bench_ids, dtype=object)[result.bench[flagged]]
+    return pl.DataFrame(
+        {
+            "doc_id": bench,
+            "is_query": [d in query_ids for d in bench],
+            "external_id": np.asarray(external_ids, dtype=object)[result.external[flagged]],
+            "bench_in_external": result.bench_in_external[flagged],
+            "external_in_bench": result.external_in_bench[flagged],
+            "score": result.score[flagged],
+        },
+        schema_overrides={"doc_id": pl.String, "external_id": pl.String, "is_query": pl.Boolean},
+    )

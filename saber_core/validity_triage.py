@@ -22,10 +22,16 @@ Two rules:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import polars as pl
 from scipy.special import expit
+
+from saber_core.bradley_terry import fit_bradley_terry
+from saber_core.comparisons import Comparisons
+from saber_core.validity import kendall_tau_b, mean_and_se
 
 
 @dataclass(frozen=True)
@@ -143,3 +149,40 @@ def triage_by_bands(
         a_wins = (sa >= high) & (sb < low)
         b_wins = (sb >= high) & (sa < low)
     return _split(a_wins | b_wins, a_wins.astype(float))
+
+
+def triage_replay(
+    played: Comparisons,
+    calibration: np.ndarray,
+    cheap: np.ndarray,
+    thresholds: Sequence[float],
+    C: float = 1.0,
+) -> tuple[pl.DataFrame, float]:
+    """Replay probability triage on a finished tournament: ``(threshold, llm_calls_saved,
+    tau_to_full_judge, tau_se)`` per threshold, and the calibration slope ``k``.
+
+    ``cheap`` (Q, n) is a cheap pointwise relevance of every pool member; a pair's margin
+    ``cheap[q, a] − cheap[q, b]`` is calibrated (:func:`calibrate_margin`) on the rows flagged
+    ``calibration`` (e.g. round 1); per threshold the confident pairs take the cheap hard
+    outcome, the rest keep the judge's, BT is refitted and compared (Kendall τ-b per query,
+    mean ± s.e.) with BT on the judge's outcomes alone.
+    """
+    q, a, b, y = played.q, played.a, played.b, played.y
+    margin = cheap[q, a] - cheap[q, b]
+    k = calibrate_margin(margin[calibration], y[calibration])
+    p_cheap = expit(k * margin)
+    full = fit_bradley_terry(played, C=C)
+    rows = []
+    for threshold in thresholds:
+        split = triage_by_probability(p_cheap, threshold)
+        beta = fit_bradley_terry(played.with_outcomes(split.merge(y[split.llm])), C=C)
+        tau, se = mean_and_se(kendall_tau_b(beta, full))
+        rows.append(
+            {
+                "threshold": threshold,
+                "llm_calls_saved": split.saved_fraction,
+                "tau_to_full_judge": tau,
+                "tau_se": se,
+            }
+        )
+    return pl.DataFrame(rows), k

@@ -16,11 +16,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
+
+from saber_core.corpus import full_text
 
 Side = Literal["statement", "full"]
 SETTINGS: dict[str, tuple[Side, Side]] = {
@@ -29,11 +32,6 @@ SETTINGS: dict[str, tuple[Side, Side]] = {
     "full-full": ("full", "full"),
 }
 MAIN_SETTING = "statement-full"
-
-
-def full_text(problem: str, solution: str) -> str:
-    """The "full" text: ``Problem: {problem}\\n\\nSolution: {solution}``."""
-    return f"Problem: {problem}\n\nSolution: {solution}"
 
 
 def side_text(problem: str, solution: str, side: Side) -> str:
@@ -184,3 +182,35 @@ def load_benchmark(path: str | Path) -> Benchmark:
     if not queries:
         raise ValueError(f"{path / 'queries.jsonl'} holds no query")
     return Benchmark(path=path, queries=tuple(queries), corpus=corpus, hash=benchmark_hash(path))
+
+
+def in_memory_benchmark(
+    name: str,
+    query_ids: Sequence[str],
+    pools: Sequence[Sequence[str]],
+    ratings: Sequence[Sequence[float]],
+    texts: dict[str, tuple[str, str]],
+    domains: dict[str, str],
+) -> Benchmark:
+    """A benchmark that was never written to disk (e.g. a variant built in a validity stage):
+    ``pools[q]`` / ``ratings[q]`` are query ``q``'s candidates and ratings, ``texts`` maps every
+    doc id to (problem, solution); its hash covers query ids, pools and ratings."""
+    queries = tuple(
+        Query(
+            query_id=q,
+            problem=texts[q][0],
+            solution=texts[q][1],
+            domain=domains[q],
+            candidates=tuple(pool),
+            relevance=np.asarray(rating, dtype=np.float64),
+            jaccard=None,
+        )
+        for q, pool, rating in zip(query_ids, pools, ratings, strict=True)
+    )
+    content = {
+        "q": list(query_ids),
+        "p": [list(p) for p in pools],
+        "r": [np.round(np.asarray(r, dtype=float), 9).tolist() for r in ratings],
+    }
+    digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
+    return Benchmark(path=Path(name), queries=queries, corpus=texts, hash=digest)

@@ -16,17 +16,16 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
 from saber_eval.benchmark import MAIN_SETTING, SETTINGS, Benchmark, load_benchmark, parse_settings
-from saber_eval.cache import EmbeddingCache
 from saber_eval.leaderboard import Leaderboard, refresh_leaderboard
 from saber_eval.registry import Registry, load_registry
-from saber_eval.retrievers import Retriever, make_retriever
+from saber_eval.retrievers import Retriever, retriever_factory
 from saber_eval.runner import METRIC, RunResult, eval_dir, evaluate_specs, retriever_slug
 from saber_eval.significance import Comparison, compare
+from saber_resources.paths import SaberPaths
 
 
 @dataclass(frozen=True)
@@ -40,37 +39,14 @@ class EvalPaths:
 
 
 def default_paths(profile: str | None = None) -> EvalPaths:
-    """Defaults under the build's SABER home."""
-    from saber_resources.config import load_build_config
-
-    build = load_build_config(profile)
-    home = build.home_path
+    """Defaults under the build's SABER home (``$SABER_HOME``, else the profile's ``home``)."""
+    paths = SaberPaths.for_profile(profile)
     return EvalPaths(
-        benchmark=build.export_dir,
-        out=home / "eval",
-        cache=home / "cache" / "eval_cache.duckdb",
-        mlflow=str(home / "mlruns"),
+        benchmark=paths.export_dir,
+        out=paths.eval_dir,
+        cache=paths.embedding_cache,
+        mlflow=str(paths.mlruns),
     )
-
-
-def retriever_factory(
-    cache_path: Path | None, seed: int = 0, **overrides: Any
-) -> Callable[[str], Retriever]:
-    """``spec → Retriever`` sharing one embedding cache (and LLM call cache) file."""
-    cache = EmbeddingCache(cache_path)
-
-    def make(spec: str) -> Retriever:
-        llm_store = None
-        if spec.startswith("llm:"):
-            from saber_resources.storage import DuckDBStore
-
-            llm_store = overrides.get("llm_store") or DuckDBStore(
-                database=str(cache_path or Path("eval_cache.duckdb"))
-            )
-        kwargs = {k: v for k, v in overrides.items() if k != "llm_store"}
-        return make_retriever(spec, cache=cache, seed=seed, llm_store=llm_store, **kwargs)
-
-    return make
 
 
 def run_evaluation(

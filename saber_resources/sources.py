@@ -20,8 +20,10 @@ Combinatorics → Combinatorics, Inequality → Algebra, Polynomial → Algebra,
 
 from __future__ import annotations
 
+import hashlib
 import json
 from functools import lru_cache
+from importlib.metadata import version
 from pathlib import Path
 
 import polars as pl
@@ -216,3 +218,22 @@ def _synthetic(scale: float, seed: int):
     from saber_core.synth import synthesize
 
     return synthesize(scale=scale, seed=seed)
+
+
+def source_fingerprint(spec: str, synth_scale: float = 1.0, seed: int = 0) -> str:
+    """Identity of an input: the package version for ``champ``, the generator version and
+    parameters for ``synthetic``, else the file's sha256."""
+    if spec == "champ":
+        return f"champ-dataset=={version('champ-dataset')}"
+    if spec == "synthetic":
+        from saber_core.synth import SYNTH_VERSION
+
+        return f"synthetic:{SYNTH_VERSION}:scale={synth_scale}:seed={seed}"
+    path = Path(spec)
+    if not path.exists():
+        raise FileNotFoundError(f"input file {spec} does not exist")
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return f"sha256:{digest.hexdigest()}"

@@ -13,7 +13,6 @@ import fcntl
 import hashlib
 import json
 import os
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,6 +22,8 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 import polars as pl
+
+from saber_resources.duckdb_files import duckdb_connection
 
 MANIFEST = "_saber_manifest"
 LINEAGE_COLUMNS = ("_run_id", "_asset_key", "_config_hash", "_code_version", "_created_at")
@@ -60,34 +61,15 @@ class DuckDBStore(dg.ConfigurableResource):
 
     database: str
 
-    lock_timeout_s: float = 120.0
+    lock_timeout_s: float = 300.0
 
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A short-lived connection, closed afterwards.
-
-        DuckDB lets one process at a time open the file; another process holding it makes the
-        open fail, so opening is retried with backoff for up to ``lock_timeout_s`` (operations of
-        concurrent processes take turns, the file is never shared mid-transaction).
-        """
-        path = Path(self.database)
-        if not read_only:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        deadline = time.monotonic() + self.lock_timeout_s
-        delay = 0.05
-        while True:
-            try:
-                con = duckdb.connect(str(path), read_only=read_only)
-                break
-            except duckdb.IOException as err:
-                if "lock" not in str(err).lower() or time.monotonic() > deadline:
-                    raise
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
-        try:
+        """A short-lived connection, closed afterwards; waits up to ``lock_timeout_s`` while
+        another process holds the file (:func:`saber_resources.duckdb_files.duckdb_connection`),
+        so operations of concurrent processes take turns."""
+        with duckdb_connection(self.database, read_only, self.lock_timeout_s) as con:
             yield con
-        finally:
-            con.close()
 
     def write_table(self, name: str, frame: pl.DataFrame, lineage: Lineage) -> str:
         """Replace table ``name`` with ``frame`` plus lineage columns; returns its data version."""

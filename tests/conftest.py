@@ -1,22 +1,6 @@
-"""Shared fixtures: a tiny build in a temporary SABER home, run once per test session."""
+"""Shared by both tiers: offline model loading (no hub access, ever)."""
 
 import os
 
-import dagster as dg
-import pytest
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-
-@pytest.fixture(scope="session")
-def tiny_build(tmp_path_factory):
-    """A finished tiny build: (config, store, first run result)."""
-    from saber_assets.cli import run_build
-    from saber_resources.config import load_build_config
-    from saber_resources.storage import DuckDBStore
-
-    home = tmp_path_factory.mktemp("saber_home")
-    build = load_build_config("tiny", home=str(home))
-    result = run_build(build, instance=dg.DagsterInstance.ephemeral())
-    return build, DuckDBStore(database=str(build.database_path)), result

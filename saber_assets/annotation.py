@@ -1,0 +1,134 @@
+"""Group ``annotation``: solution summaries and topic annotations.
+
+``summaries: corpus`` / ``topics: corpus`` (the embedded default, generator-free) take the
+corpus's human-written ``summary`` and ``topics`` columns; ``llm`` writes them with the configured
+LLM backend (prompts ``summary`` and ``topics``), every call cached and every row carrying its
+provenance. Topic ids that are not ontology nodes are rejected into ``topic_rejections`` (never
+kept), and counted.
+"""
+
+import dagster as dg
+import polars as pl
+
+from saber_core.annotations import corpus_summaries, corpus_topics, summary_figures, topic_figures
+from saber_core.text import TOKENIZER_VERSION
+from saber_resources.annotators import llm_summaries, llm_topics
+from saber_resources.config import BuildConfig
+from saber_resources.llm.base import LLMBackend
+from saber_resources.llm.cache import CachedLLM, CallStats
+from saber_resources.prompts import load_prompt
+from saber_resources.slurm import SlurmDispatch, maybe_dispatcher
+from saber_resources.storage import DuckDBStore
+from saber_runtime.errors import fail_on_backend_errors
+from saber_runtime.stage import StageOutput, materialize_stage
+
+
+def _cached_llm(context, build, store, llm, slurm) -> CachedLLM:
+    dispatch = maybe_dispatcher(build, slurm, context, llm)
+    return CachedLLM(llm, store, context.run.run_id, dispatch=dispatch)
+
+
+def _progress(context: dg.AssetExecutionContext, stage: str):
+    def report(done: int, total: int) -> None:
+        context.log.info(f"{stage}: {done}/{total} LLM calls")
+
+    return report
+
+
+def _llm_settings(build: BuildConfig, llm: LLMBackend, prompt: str, **extra) -> dict:
+    return {
+        "identity": llm.identity(),
+        "prompt_hash": load_prompt(prompt).hash,
+        "seed": build.seed,
+        **extra,
+    }
+
+
+def _paid(stage: str, stats: CallStats) -> dict:
+    """Fail (retry) on backend errors, else the call figures."""
+    fail_on_backend_errors(stage, stats.errors, stats.calls, stats.hits)
+    return {
+        "llm_cache_hits": stats.hits,
+        "llm_backend_calls": stats.calls,
+        "llm_errors": stats.errors,
+    }
+
+
+@dg.asset(group_name="annotation", deps=["corpus"], kinds={"duckdb"})
+def summaries(
+    context: dg.AssetExecutionContext,
+    build: BuildConfig,
+    store: DuckDBStore,
+    llm: LLMBackend,
+    slurm: SlurmDispatch,
+) -> dg.MaterializeResult:
+    """One solution summary per document (human-written, or LLM-written with provenance)."""
+    settings = build.annotation
+
+    def compute() -> StageOutput:
+        corpus = store.read_table("corpus")
+        if settings.summaries == "corpus":
+            table, figures = corpus_summaries(corpus), {}
+        else:
+            cached = _cached_llm(context, build, store, llm, slurm)
+            max_tokens, progress = settings.summary_max_tokens, _progress(context, "summaries")
+            table, stats = llm_summaries(cached, corpus, max_tokens, build.seed, progress)
+            figures = _paid("summaries", stats)
+        table = table.with_columns(pl.lit(TOKENIZER_VERSION).alias("tokenizer_version"))
+        return StageOutput({"summaries": table}, figures={**summary_figures(table), **figures})
+
+    fingerprint = (
+        {"origin": "corpus"}
+        if settings.summaries == "corpus"
+        else _llm_settings(build, llm, "summary", max_tokens=settings.summary_max_tokens)
+    )
+    return materialize_stage(context, store, settings=fingerprint, compute=compute)
+
+
+@dg.asset(group_name="annotation", deps=["corpus", "ontology"], kinds={"duckdb"})
+def topic_annotations(
+    context: dg.AssetExecutionContext,
+    build: BuildConfig,
+    store: DuckDBStore,
+    llm: LLMBackend,
+    slurm: SlurmDispatch,
+) -> dg.MaterializeResult:
+    """(doc_id, topic_id) rows validated against the ontology; unknown ids are rejected."""
+    settings = build.annotation
+
+    def compute() -> StageOutput:
+        corpus, ontology = store.read_table("corpus"), store.read_table("ontology")
+        nodes = ontology.select(pl.col("node_id").alias("topic_id"), "ic")
+        if settings.topics == "corpus":
+            (valid, rejected), figures = corpus_topics(corpus, nodes), {}
+        else:
+            valid, rejected, stats = llm_topics(
+                _cached_llm(context, build, store, llm, slurm),
+                corpus,
+                ontology,
+                settings.topic_shortlist,
+                settings.max_topics,
+                settings.topics_max_tokens,
+                build.seed,
+                _progress(context, "topics"),
+            )
+            valid = valid.join(nodes, on="topic_id", how="inner", maintain_order="left")
+            figures = _paid("topics", stats)
+        return StageOutput(
+            {"topic_annotations": valid, "topic_rejections": rejected},
+            figures={**topic_figures(valid, rejected, corpus.height), **figures},
+        )
+
+    fingerprint = (
+        {"origin": "corpus"}
+        if settings.topics == "corpus"
+        else _llm_settings(
+            build,
+            llm,
+            "topics",
+            shortlist=settings.topic_shortlist,
+            max_topics=settings.max_topics,
+            max_tokens=settings.topics_max_tokens,
+        )
+    )
+    return materialize_stage(context, store, settings=fingerprint, compute=compute)

@@ -1,0 +1,169 @@
+"""Scheduled and input-triggered rebuilds, and the SLURM orphan sensor.
+
+* ``build_schedules(build)``: the ``build_benchmark`` job on ``build.rebuild_cron`` (e.g. weekly
+  ``0 3 * * 1``) when the profile sets one. The run uses the profile the code location was loaded
+  with (``SABER_PROFILE=cluster``), so the LLM stages go to SLURM when that profile says so.
+* ``build_sensors(build, slurm)``: ``saber_input_change_sensor`` requests a build when the corpus
+  (or ontology) file changes — cursor = mtime, size and sha256 per file; a changed mtime with the
+  same content only moves the cursor; the first tick records a baseline. With SLURM execution,
+  also ``saber_slurm_orphan_sensor``: dagster-slurm's orphan reconciliation (runs whose
+  supervisor died while their SLURM job lives on are marked failed and relaunched; the relaunch
+  reattaches to the job), plus ``scancel`` for orphaned jobs of runs that cannot be relaunched.
+
+Rebuilds are cheap when little changed: every asset reuses its stored tables when its inputs,
+config and code are unchanged, and every LLM call is answered from the DuckDB call cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+BUILD_JOB = "build_benchmark"
+BUILTIN_INPUTS = {"champ", "synthetic", ""}
+
+
+def _input_paths(build: Any) -> list[Path]:
+    """The build's input files (corpus, ontology) that live on disk."""
+    names = [build.inputs.corpus, build.inputs.ontology]
+    return [Path(n).expanduser().resolve() for n in names if n not in BUILTIN_INPUTS]
+
+
+def file_fingerprint(path: Path, previous: dict | None = None) -> dict[str, Any]:
+    """``mtime_ns``, ``size`` and ``sha256`` of a file (hash reused when stat is unchanged)."""
+    stat = path.stat()
+    if (
+        previous
+        and previous.get("mtime_ns") == stat.st_mtime_ns
+        and previous.get("size") == stat.st_size
+        and previous.get("sha256")
+    ):
+        return dict(previous)
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return {"mtime_ns": stat.st_mtime_ns, "size": stat.st_size, "sha256": digest.hexdigest()}
+
+
+def evaluate_inputs(paths: Sequence[Path], cursor: str | None) -> tuple[list[str], str, list[str]]:
+    """(changed files, new cursor, missing files) for the input-change sensor.
+
+    A file counts as changed only when its content hash differs from the cursor's; a file seen
+    for the first time (no cursor entry) is a baseline, not a change.
+    """
+    old: dict[str, dict] = json.loads(cursor) if cursor else {}
+    new: dict[str, dict] = {}
+    changed, missing = [], []
+    for path in paths:
+        key = str(path)
+        if not path.is_file():
+            missing.append(key)
+            if key in old:
+                new[key] = old[key]
+            continue
+        new[key] = file_fingerprint(path, old.get(key))
+        if key in old and old[key].get("sha256") != new[key]["sha256"]:
+            changed.append(key)
+    return changed, json.dumps(new, sort_keys=True), missing
+
+
+def build_schedules(build: Any, job: str = BUILD_JOB) -> list[dg.ScheduleDefinition]:
+    """The rebuild schedule when ``build.rebuild_cron`` is set (running by default), else none."""
+    cron = build.automation.rebuild_cron
+    if not cron:
+        return []
+    return [
+        dg.ScheduleDefinition(
+            name="saber_rebuild_schedule",
+            cron_schedule=cron,
+            job_name=job,
+            execution_timezone=os.environ.get("SABER_TIMEZONE", "UTC"),
+            default_status=dg.DefaultScheduleStatus.RUNNING,
+            tags={"saber/trigger": "schedule", "saber/profile": build.profile},
+            description=f"Rebuild the benchmark ({cron}); unchanged stages are reused.",
+        )
+    ]
+
+
+def input_change_sensor(build: Any, job: str = BUILD_JOB) -> dg.SensorDefinition:
+    """A sensor requesting ``job`` when an input file's content changes."""
+    paths = _input_paths(build)
+    watch = build.automation.watch_inputs and bool(paths)
+
+    @dg.sensor(
+        name="saber_input_change_sensor",
+        job_name=job,
+        minimum_interval_seconds=build.automation.watch_interval_seconds,
+        default_status=dg.DefaultSensorStatus.RUNNING if watch else dg.DefaultSensorStatus.STOPPED,
+        description="Rebuild when the corpus or ontology file changes (sha256 cursor).",
+    )
+    def _sensor(context: dg.SensorEvaluationContext):
+        if not paths:
+            return dg.SkipReason("corpus and ontology are built in (champ): nothing to watch")
+        changed, cursor, missing = evaluate_inputs(paths, context.cursor)
+        first = context.cursor is None
+        context.update_cursor(cursor)
+        if missing:
+            context.log.warning(f"input file(s) missing: {missing}")
+        if first:
+            return dg.SkipReason(f"baseline recorded for {[str(p) for p in paths]}")
+        if not changed:
+            return dg.SkipReason("inputs unchanged")
+        digest = hashlib.sha256(cursor.encode()).hexdigest()[:16]
+        return dg.RunRequest(
+            run_key=f"inputs-{digest}",
+            tags={"saber/trigger": "input-change", "saber/changed": ",".join(changed)[:200]},
+        )
+
+    return _sensor
+
+
+def slurm_orphan_sensor(
+    slurm: Any, job: str = BUILD_JOB, stale_after_seconds: float = 300.0
+) -> dg.SensorDefinition:
+    """dagster-slurm's orphan reconciliation for ``job`` (SSH config resolved at tick time).
+
+    ``slurm`` is a ``SlurmDispatch``. Runs of ``job`` are relaunched and reattach to their SLURM
+    job; orphans of other jobs (e.g. single assets launched from the UI) are ``scancel``-ed.
+    """
+    from dagster_slurm import reconcile_orphaned_slurm_runs
+    from dagster_slurm.helpers.ssh_pool import SSHConnectionPool
+
+    @dg.sensor(
+        name="saber_slurm_orphan_sensor",
+        job_name=job,
+        minimum_interval_seconds=60,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Fail runs whose supervisor died; relaunch them to reattach to SLURM jobs.",
+    )
+    def _sensor(context: dg.SensorEvaluationContext):
+        resource = slurm.slurm_resource()
+        requests = reconcile_orphaned_slurm_runs(
+            context.instance, resource, stale_after_seconds=stale_after_seconds
+        )
+        keep = [r for r in requests if r.job_name in (None, job)]
+        others = [r for r in requests if r.job_name not in (None, job)]
+        cancel = [r.tags.get("dagster_slurm/job_id", "") for r in others]
+        cancel = [j for j in cancel if j.isdigit()]
+        if cancel:
+            with SSHConnectionPool(resource.ssh) as pool:
+                pool.run(f"scancel {' '.join(cancel)} 2>&1 || true")
+            context.log.warning(f"cancelled orphaned SLURM jobs {cancel}")
+        return keep or dg.SkipReason("no orphaned SLURM runs")
+
+    return _sensor
+
+
+def build_sensors(build: Any, slurm: Any | None = None, job: str = BUILD_JOB) -> list:
+    """The input-change sensor, plus the orphan sensor when ``slurm`` (a SlurmDispatch) is given."""
+    sensors: list = [input_change_sensor(build, job)]
+    if slurm is not None:
+        sensors.append(slurm_orphan_sensor(slurm, job))
+    return sensors

@@ -1,0 +1,230 @@
+"""Group ``discovery``: queries, the two relevance signals (topic BMA-Lin, summary Jaccard) and
+the candidate pools.
+
+Queries are drawn first (balanced across domains, among documents with a summary and at least one
+valid topic) so that each signal is computed as a query × corpus matrix. The full matrix is kept
+as a float32 ``.npy`` artifact (memory-mapped by the pool stage); the DuckDB table keeps each
+query's nearest ``neighbours_kept`` documents for inspection.
+"""
+
+from collections.abc import Callable
+
+import dagster as dg
+import numpy as np
+import polars as pl
+
+from saber_assets.tables import matrix_path, stored_ontology
+from saber_core.blocks import neighbour_frame, stream_rows
+from saber_core.discovery import (
+    bma_block,
+    build_bma_index,
+    doc_topic_sets,
+    pool_frames,
+    query_topics,
+    select_pools,
+)
+from saber_core.pools import PoolConfig, sample_queries
+from saber_core.text import TOKENIZER_VERSION, build_token_matrix, jaccard_dense_block
+from saber_resources.config import BuildConfig
+from saber_resources.storage import DuckDBStore
+from saber_runtime.metadata import check
+from saber_runtime.stage import StageOutput, materialize_stage
+
+
+@dg.asset(group_name="discovery", deps=["corpus", "summaries", "topic_annotations"])
+def queries(
+    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+) -> dg.MaterializeResult:
+    """Queries drawn per domain (balanced, seeded) from documents with a summary and topics."""
+    n_queries = build.pools.n_queries
+
+    def compute() -> StageOutput:
+        corpus = store.read_table("corpus").with_row_index("doc_index")
+        with_topics = store.read_table("topic_annotations")["doc_id"].unique()
+        eligible = corpus.filter(
+            pl.col("doc_id").is_in(with_topics.implode()) & pl.col("summary").is_not_null()
+        )
+        picked = sample_queries(eligible["domain"].to_list(), n_queries, build.seed)
+        table = (
+            eligible[picked]
+            .select(pl.col("doc_id").alias("query_id"), "doc_index", "domain")
+            .with_row_index("query_index")
+            .with_columns(pl.lit(build.seed).alias("seed"))
+        )
+        return StageOutput(
+            {"queries": table},
+            figures={
+                "n_queries": table.height,
+                "n_eligible_documents": eligible.height,
+                "per_domain": dict(table.group_by("domain").len().sort("domain").rows()),
+            },
+        )
+
+    settings = {"n_queries": n_queries, "seed": build.seed}
+    return materialize_stage(context, store, settings=settings, compute=compute)
+
+
+def score_matrix(
+    context: dg.AssetExecutionContext,
+    build: BuildConfig,
+    store: DuckDBStore,
+    score: str,
+    block: Callable[[np.ndarray], np.ndarray],
+    name: str | None = None,
+) -> StageOutput:
+    """Stream query blocks through ``block`` into the float32 artifact ``<name>.npy``
+    (memory-mapped, never held whole) and keep each query's best documents as a table."""
+    name = name or context.asset_key.to_user_string()
+    doc_ids = store.read_table("corpus")["doc_id"].to_numpy()
+    query_table = store.read_table("queries")
+    rows = query_table["doc_index"].to_numpy()
+    path = matrix_path(build, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shape = (len(rows), len(doc_ids))
+    matrix = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=shape)
+    streamed = stream_rows(
+        matrix,
+        rows,
+        block,
+        build.pools.neighbours_kept,
+        progress=lambda done, total: context.log.info(f"{name}: queries {done}/{total}"),
+    )
+    matrix.flush()
+    del matrix
+    table = neighbour_frame(streamed, query_table["query_id"].to_list(), doc_ids, score)
+    figures = {"matrix_path": str(path), "shape": list(shape), f"mean_{score}": streamed.mean}
+    return StageOutput({name: table}, figures=figures, files=[path])
+
+
+def _matrix_settings(build: BuildConfig, **extra) -> dict:
+    return {"k": build.pools.neighbours_kept, "home": str(build.artifacts_dir), **extra}
+
+
+@dg.asset(group_name="discovery", deps=["ontology", "topic_annotations", "queries"])
+def topic_similarity(
+    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+) -> dg.MaterializeResult:
+    """BMA-Lin topic similarity of every query to every corpus document."""
+
+    def compute() -> StageOutput:
+        onto = stored_ontology(store)
+        doc_ids = store.read_table("corpus")["doc_id"]
+        topics = store.read_table("topic_annotations").group_by("doc_id").agg("topic_id")
+        lists = (
+            pl.DataFrame({"doc_id": doc_ids})
+            .join(topics, on="doc_id", how="left", maintain_order="left")["topic_id"]
+            .to_list()
+        )
+        sets = doc_topic_sets(onto, lists)
+        index = build_bma_index(onto, sets)
+        block = lambda rows: bma_block(onto, index, query_topics(sets, rows))  # noqa: E731
+        return score_matrix(context, build, store, "bma", block)
+
+    return materialize_stage(context, store, settings=_matrix_settings(build), compute=compute)
+
+
+@dg.asset(group_name="discovery", deps=["summaries", "queries"])
+def summary_similarity(
+    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+) -> dg.MaterializeResult:
+    """Jaccard similarity of summary word sets, every query to every corpus document."""
+
+    def compute() -> StageOutput:
+        doc_ids = store.read_table("corpus")["doc_id"]
+        summaries = pl.DataFrame({"doc_id": doc_ids}).join(
+            store.read_table("summaries"), on="doc_id", how="left", maintain_order="left"
+        )
+        tokens = build_token_matrix(summaries["summary"])
+        block = lambda rows: jaccard_dense_block(tokens.rows(rows), tokens)  # noqa: E731
+        output = score_matrix(context, build, store, "jaccard", block)
+        output.figures["tokenizer_version"] = TOKENIZER_VERSION
+        return output
+
+    settings = _matrix_settings(build, tokenizer=TOKENIZER_VERSION)
+    return materialize_stage(context, store, settings=settings, compute=compute)
+
+
+def pool_checks(config: PoolConfig, pools: pl.DataFrame) -> list[dg.AssetCheckResult]:
+    """Every pool has its size and 1/3 split; no query is its own candidate; no duplicates."""
+    sizes = pools.group_by("query_id", "group").len()
+    expected = config.sizes
+    bad_split = sizes.filter(
+        pl.col("len") != pl.col("group").replace_strict(expected, return_dtype=pl.Int64)
+    )
+    bad_size = pools.group_by("query_id").len().filter(pl.col("len") != config.pool_size)
+    self_rows = pools.filter(pl.col("query_id") == pl.col("doc_id"))
+    dup_rows = pools.filter(pl.struct("query_id", "doc_id").is_duplicated())
+    split = "/".join(str(expected[g]) for g in ("topic", "summary", "both"))
+    return [
+        check(
+            "pool_size_and_split",
+            bad_split.height == 0 and bad_size.height == 0,
+            f"every pool has {config.pool_size} candidates split {split}",
+            n_bad_queries=bad_size.height,
+            n_bad_groups=bad_split.height,
+        ),
+        check(
+            "no_self_or_duplicate_candidates",
+            self_rows.height == 0 and dup_rows.height == 0,
+            "no query is its own candidate and no candidate appears twice in a pool",
+            n_self=self_rows.height,
+            n_duplicates=dup_rows.height,
+        ),
+    ]
+
+
+def _no_pools_error(config: PoolConfig, outcomes: pl.DataFrame) -> ValueError:
+    reasons = outcomes.group_by("reason").len().sort("len", descending=True)
+    return ValueError(
+        f"no query got a pool of {config.pool_size}: "
+        + "; ".join(f"{n} × {r}" for r, n in reasons.head(3).rows())
+        + " (corpus too small for the configured pool sizes?)"
+    )
+
+
+@dg.asset(
+    group_name="discovery",
+    deps=["corpus", "queries", "topic_similarity", "summary_similarity"],
+    check_specs=[
+        dg.AssetCheckSpec("pool_size_and_split", asset="candidate_pools"),
+        dg.AssetCheckSpec("no_self_or_duplicate_candidates", asset="candidate_pools"),
+    ],
+)
+def candidate_pools(
+    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+) -> dg.MaterializeResult:
+    """Per query: the pool in released order, with group, BMA, Jaccard and relaxed flag."""
+    config = build.pool_config()
+
+    def compute() -> StageOutput:
+        corpus, query_table = store.read_table("corpus"), store.read_table("queries")
+        result = select_pools(
+            query_table["doc_index"].to_numpy(),
+            np.load(matrix_path(build, "topic_similarity"), mmap_mode="r"),
+            np.load(matrix_path(build, "summary_similarity"), mmap_mode="r"),
+            build_token_matrix(corpus["problem"]),
+            config,
+            build.seed,
+            progress=lambda done, total: context.log.info(f"candidate_pools: {done}/{total}"),
+        )
+        pools, outcomes = pool_frames(result, query_table["query_id"].to_list(), corpus["doc_id"])
+        if pools.height == 0:
+            raise _no_pools_error(config, outcomes)
+        status = dict(outcomes.group_by("status").len().sort("status").rows())
+        return StageOutput(
+            {"candidate_pools": pools, "pool_outcomes": outcomes},
+            figures={
+                "pool_config": config.as_provenance(),
+                "query_status": status,
+                "n_relaxed_candidates": int(pools["relaxed"].sum()),
+                "n_queries_with_pools": int(outcomes.height - status.get("skipped", 0)),
+            },
+        )
+
+    return materialize_stage(
+        context,
+        store,
+        settings={**config.as_provenance(), "seed": build.seed},
+        compute=compute,
+        checks=lambda tables, _: pool_checks(config, tables["candidate_pools"]),
+    )

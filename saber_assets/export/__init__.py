@@ -1,0 +1,5 @@
+"""Group ``export``: the released benchmark files and the build report."""
+
+from saber_assets.export.assets import benchmark_export, build_report
+
+__all__ = ["benchmark_export", "build_report"]

@@ -1,0 +1,113 @@
+"""Group ``export``: ``benchmark_export`` (the released files, :mod:`.writer`) and
+``build_report`` (``report.md`` with plots, :mod:`.report`)."""
+
+import dagster as dg
+import polars as pl
+
+from saber_assets.export.report import judge_warning, ratings_plot, report_markdown, signals_plot
+from saber_assets.export.writer import write_export
+from saber_resources.config import BuildConfig
+from saber_resources.judge import PairwiseJudge
+from saber_resources.storage import DuckDBStore
+from saber_runtime.stage import StageOutput, materialize_stage
+
+
+@dg.asset(
+    group_name="export",
+    deps=[
+        "corpus",
+        "queries",
+        "candidate_pools",
+        "bt_ratings",
+        "judgments",
+        "rating_intervals",
+        "summaries",
+        "topic_annotations",
+    ],
+    kinds={"json", "parquet"},
+)
+def benchmark_export(
+    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+) -> dg.MaterializeResult:
+    """The released benchmark files under ``$SABER_HOME/export``."""
+
+    def compute() -> StageOutput:
+        out = build.export_dir
+        counts = write_export(store, out)
+        files = pl.DataFrame({"file": list(counts), "rows": list(counts.values())})
+        return StageOutput(
+            {"benchmark_export": files.with_columns(pl.lit(str(out)).alias("folder"))},
+            figures={"export_dir": str(out), **{f"rows/{k}": v for k, v in counts.items()}},
+            files=[out / f for f in counts],
+        )
+
+    return materialize_stage(
+        context, store, settings={"out": str(build.export_dir)}, compute=compute
+    )
+
+
+def _report_items(build: BuildConfig, store: DuckDBStore, provenance: dict) -> list[tuple]:
+    pools, outcomes = store.read_table("candidate_pools"), store.read_table("pool_outcomes")
+    judgments = store.read_table("judgments")
+    ratings = store.read_table("bt_ratings").join(
+        pools.select("query_id", "doc_id", "group"), on=["query_id", "doc_id"]
+    )
+    status = dict(outcomes.group_by("status").len().rows())
+    by_group = ratings.group_by("group").agg(pl.col("rating").mean()).sort("group")
+    p = build.pools
+    return [
+        ("inputs", "corpus", build.inputs.corpus),
+        ("inputs", "ontology", build.inputs.ontology),
+        ("inputs", "corpus rows", str(store.read_table("corpus").height)),
+        ("inputs", "quarantined rows", str(store.read_table("corpus_quarantine").height)),
+        ("pools", "queries", str(outcomes.height)),
+        ("pools", "query status", ", ".join(f"{k}: {v}" for k, v in sorted(status.items()))),
+        ("pools", "pool size", f"{p.n_topic_only}/{p.n_summary_only}/{p.n_both}"),
+        ("pools", "relaxed candidates", str(int(pools["relaxed"].sum()))),
+        ("tournament", "rounds", str(build.tournament.rounds)),
+        ("tournament", "judgments", str(judgments.height)),
+        ("tournament", "dropped", str(judgments["outcome"].null_count())),
+        *[("ratings", f"mean rating ({g})", f"{m:.3f}") for g, m in by_group.rows()],
+        *[("judge", k, "" if v is None else v) for k, v in provenance.items()],
+    ]
+
+
+@dg.asset(
+    group_name="export",
+    deps=["benchmark_export", "corpus", "candidate_pools", "judgments", "bt_ratings"],
+    kinds={"markdown"},
+)
+def build_report(
+    context: dg.AssetExecutionContext,
+    build: BuildConfig,
+    store: DuckDBStore,
+    judge: PairwiseJudge,
+) -> dg.MaterializeResult:
+    """A Markdown report of the build (inputs, pools, tournament, judge) with plots."""
+    provenance = judge.provenance()
+
+    def compute() -> StageOutput:
+        out = build.export_dir
+        out.mkdir(parents=True, exist_ok=True)
+        items = _report_items(build, store, provenance)
+        pools = store.read_table("candidate_pools")
+        ratings = store.read_table("bt_ratings").join(
+            pools.select("query_id", "doc_id", "group"), on=["query_id", "doc_id"]
+        )
+        plots = {
+            "ratings_by_group": ratings_plot(ratings, out / "ratings_by_group.png"),
+            "pool_signals": signals_plot(pools, out / "pool_signals.png"),
+        }
+        warning = judge_warning(provenance)
+        report = out / "report.md"
+        report.write_text(report_markdown(build.profile, warning, items, plots))
+        table = pl.DataFrame(items, schema=["section", "item", "value"], orient="row")
+        return StageOutput(
+            {"build_report": table},
+            figures={"report_path": str(report), "judge_warning": warning},
+            files=[report],
+            plots=plots,
+        )
+
+    settings = {"out": str(build.export_dir), **provenance}
+    return materialize_stage(context, store, settings=settings, compute=compute)

@@ -1,0 +1,165 @@
+"""The benchmark export writer (released schema, judgments, BEIR layout): used by the
+``benchmark_export`` asset and by ``saber export``.
+
+Files written to the export folder:
+
+* ``queries.jsonl`` — one row per query: ``query_id, problem, solution, domain, candidates,
+  candidate_groups, relevance_scores (0–5), jaccard_scores, bma_scores``, lists in pool order
+  (topic-only, summary-only, both);
+* ``corpus.jsonl`` — every distinct candidate document: ``doc_id, problem, solution, summary,
+  topics, generator_free`` (true when the summary is human-written, not LLM-generated);
+* ``judgments.parquet`` — the same columns for every judge (:data:`JUDGMENT_COLUMNS`):
+  ``query_id, round, slot, pos_a, pos_b, cand_a, cand_b, winner (a|b|null), p_a, raw,
+  drop_reason, call_keys, input_hash, seed``, the judge's provenance ``judge_kind, judge_model,
+  judge_model_hash, judge_backend, prompt_id, prompt_hash, sampling_params`` (null where not
+  applicable) and the lineage columns;
+* ``beir/`` — ``corpus.jsonl`` (``_id, title, text`` with text = the full
+  ``Problem: …\\n\\nSolution: …``), ``queries.jsonl`` (``_id, text`` = the problem statement) and
+  ``qrels/test.tsv`` with graded integer labels ``round_half_up(rating)`` in 0..5 for every
+  candidate (BEIR/MTEB tools need integers; the float ratings stay in ``queries.jsonl``);
+* ``manifest.json`` — counts and the build's provenance.
+"""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from saber_core.corpus import full_text_expr
+from saber_resources.judge import PROVENANCE_COLUMNS
+from saber_resources.storage import LINEAGE_COLUMNS, DuckDBStore
+
+JUDGMENT_SCHEMA = {
+    "query_id": pl.String,
+    "round": pl.Int64,
+    "slot": pl.Int64,
+    "pos_a": pl.Int64,
+    "pos_b": pl.Int64,
+    "cand_a": pl.String,
+    "cand_b": pl.String,
+    "winner": pl.String,
+    "p_a": pl.Float64,
+    "raw": pl.String,
+    "drop_reason": pl.String,
+    "call_keys": pl.String,
+    "input_hash": pl.String,
+    "seed": pl.Int64,
+    **dict.fromkeys(PROVENANCE_COLUMNS, pl.String),
+}
+JUDGMENT_COLUMNS = [*JUDGMENT_SCHEMA, *LINEAGE_COLUMNS]
+
+
+def judgment_export(store: DuckDBStore) -> pl.DataFrame:
+    """``judgments.parquet``: :data:`JUDGMENT_COLUMNS`, the same types for every judge."""
+    table = store.read_table("judgments", lineage=True)
+    return table.select(
+        *[
+            pl.col(c).cast(t) if c in table.columns else pl.lit(None, t).alias(c)
+            for c, t in JUDGMENT_SCHEMA.items()
+        ],
+        *LINEAGE_COLUMNS,
+    )
+
+
+def query_rows(store: DuckDBStore) -> pl.DataFrame:
+    """The released per-query rows (lists in pool order)."""
+    corpus = store.read_table("corpus")
+    ratings = store.read_table("bt_ratings").select("query_id", "doc_id", "rating")
+    intervals = store.read_table("rating_intervals").select(
+        "query_id", "doc_id", pl.concat_list("rating_lower", "rating_upper").alias("interval")
+    )
+    pools = (
+        store.read_table("candidate_pools")
+        .join(ratings, on=["query_id", "doc_id"], how="left")
+        .join(intervals, on=["query_id", "doc_id"], how="left")
+        .sort("query_id", "position")
+        .group_by("query_id", maintain_order=True)
+        .agg(
+            pl.col("doc_id").alias("candidates"),
+            pl.col("group").alias("candidate_groups"),
+            pl.col("rating").alias("relevance_scores"),
+            pl.col("jaccard").alias("jaccard_scores"),
+            pl.col("bma").alias("bma_scores"),
+            pl.col("interval").alias("relevance_intervals"),
+        )
+    )
+    return (
+        store.read_table("queries")
+        .select("query_id", "domain")
+        .join(pools, on="query_id", how="inner", maintain_order="left")
+        .join(
+            corpus.select(pl.col("doc_id").alias("query_id"), "problem", "solution"),
+            on="query_id",
+        )
+        .select(
+            "query_id",
+            "problem",
+            "solution",
+            "domain",
+            "candidates",
+            "candidate_groups",
+            "relevance_scores",
+            "jaccard_scores",
+            "bma_scores",
+            "relevance_intervals",
+        )
+    )
+
+
+def write_export(store: DuckDBStore, out: Path) -> dict[str, int]:
+    """Write every export file into ``out``; returns the row count of each file."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "beir" / "qrels").mkdir(parents=True, exist_ok=True)
+    queries = query_rows(store)
+    candidates = queries.select(pl.col("candidates").explode().unique()).to_series()
+    topics = (
+        store.read_table("topic_annotations")
+        .group_by("doc_id")
+        .agg(pl.col("topic_id").alias("topics"))
+    )
+    corpus = (
+        store.read_table("corpus")
+        .filter(pl.col("doc_id").is_in(candidates.implode()))
+        .drop("summary", "topics")
+        .join(
+            store.read_table("summaries").select(
+                "doc_id", "summary", (pl.col("summary_origin") == "human").alias("generator_free")
+            ),
+            on="doc_id",
+            how="left",
+        )
+        .join(topics, on="doc_id", how="left")
+        .sort("doc_id")
+    )
+    judgments = judgment_export(store)
+    queries.write_ndjson(out / "queries.jsonl")
+    corpus.select(
+        "doc_id", "problem", "solution", "summary", "topics", "generator_free"
+    ).write_ndjson(out / "corpus.jsonl")
+    judgments.write_parquet(out / "judgments.parquet")
+    corpus.select(
+        pl.col("doc_id").alias("_id"),
+        pl.lit("").alias("title"),
+        full_text_expr(pl.col("problem"), pl.col("solution")).alias("text"),
+    ).write_ndjson(out / "beir" / "corpus.jsonl")
+    queries.select(pl.col("query_id").alias("_id"), pl.col("problem").alias("text")).write_ndjson(
+        out / "beir" / "queries.jsonl"
+    )
+    qrels = queries.select(
+        pl.col("query_id").alias("query-id"),
+        pl.col("candidates").alias("corpus-id"),
+        pl.col("relevance_scores").alias("score"),
+    ).explode("corpus-id", "score")
+    qrels = qrels.with_columns(
+        pl.Series("score", np.floor(qrels["score"].to_numpy() + 0.5).astype(np.int64))
+    )
+    qrels.write_csv(out / "beir" / "qrels" / "test.tsv", separator="\t")
+    counts = {
+        "queries.jsonl": queries.height,
+        "corpus.jsonl": corpus.height,
+        "judgments.parquet": judgments.height,
+        "beir/qrels/test.tsv": qrels.height,
+    }
+    (out / "manifest.json").write_text(json.dumps({"files": counts}, indent=2))
+    return counts

@@ -1,0 +1,486 @@
+"""Group ``validity``: how far to trust this build's labels.
+
+* ``rating_intervals`` — percentile bootstrap 95% intervals of every rating;
+* ``recipe_sensitivity`` — the pools selected again from the *other* summary recipe, the build's
+  tournament played on them, and how the two benchmarks agree (pool overlap, rank correlation of
+  shared candidates' ratings, BM25 / MiniLM nDCG@10 shift);
+* ``validity_report`` — Swiss-BT vs round-robin BT on a query sample, split-half reliability,
+  replayed cheap-judge triage, the two-way contamination gate and the recipe figures, as tables,
+  ``validity.md`` and plots.
+"""
+
+import hashlib
+from pathlib import Path
+
+import dagster as dg
+import numpy as np
+import polars as pl
+
+from saber_assets.discovery import score_matrix
+from saber_assets.tables import corpus_texts, matrix_path, pool_matrix
+from saber_assets.tournament import bound_judge, pairing_settings, with_provenance
+from saber_assets.validity.report import (
+    recipe_plot,
+    round_robin_plot,
+    triage_plot,
+    validity_markdown,
+)
+from saber_core.bradley_terry import rescale_ratings
+from saber_core.comparisons import PlayedRounds
+from saber_core.corpus import full_text_expr
+from saber_core.discovery import pool_frames, select_pools
+from saber_core.judgment_table import play_tournament, tournament_violations
+from saber_core.text import TOKENIZER_VERSION, build_token_matrix, jaccard_dense_block, pool_jaccard
+from saber_core.validity import (
+    bootstrap_intervals,
+    mean_and_se,
+    recipe_agreement,
+    sample_subset,
+    split_half_reliability,
+)
+from saber_core.validity_contamination import contamination_flags
+from saber_core.validity_round_robin import round_robin_agreement
+from saber_core.validity_triage import triage_replay
+from saber_eval import code_hash as eval_code_hash
+from saber_eval.benchmark import MAIN_SETTING, in_memory_benchmark
+from saber_eval.registry import load_registry
+from saber_eval.retrievers import retriever_factory
+from saber_eval.runner import per_query_ndcg
+from saber_resources.config import BuildConfig
+from saber_resources.judge import PairwiseJudge
+from saber_resources.slurm import SlurmDispatch
+from saber_resources.sources import alternative_summaries, load_corpus_frame
+from saber_resources.storage import DuckDBStore
+from saber_runtime.errors import fail_on_backend_errors
+from saber_runtime.metadata import check
+from saber_runtime.stage import StageOutput, materialize_stage
+
+TRIAGE_THRESHOLDS = (0.1, 0.2, 0.3, 0.4)
+RECIPE_RETRIEVERS = ("bm25", "st:minilm")
+RECIPE_STREAM = 9  # the recipe query sample draws from default_rng([seed, 9])
+
+
+def _soft_settings(build: BuildConfig) -> dict:
+    t = build.tournament
+    return {"seed": build.seed, "C": t.bt_c, **({"soft": True} if t.bt_soft else {})}
+
+
+@dg.asset(group_name="validity", deps=["judgments", "candidate_pools"])
+def rating_intervals(
+    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+) -> dg.MaterializeResult:
+    """Percentile bootstrap 95% intervals of every rating (seeded; resampled judgments)."""
+    t, draws = build.tournament, build.validity.bootstrap
+
+    def compute() -> StageOutput:
+        query_ids, docs = pool_matrix(store)
+        nq, n = docs.shape
+        played = PlayedRounds.from_frame(store.read_table("judgments"), query_ids, n)
+        boot = bootstrap_intervals(
+            played.comparisons(t.bt_soft),
+            n_boot=draws,
+            seed=build.seed,
+            C=t.bt_c,
+            keep_replicates=False,
+        )
+        table = pl.DataFrame(
+            {
+                "query_id": np.repeat(query_ids, n),
+                "position": np.tile(np.arange(n), nq),
+                "doc_id": docs.ravel(),
+                "rating_lower": boot.rating_lower.ravel(),
+                "rating_upper": boot.rating_upper.ravel(),
+                "strength_lower": boot.strength_lower.ravel(),
+                "strength_upper": boot.strength_upper.ravel(),
+            }
+        )
+        width = float((table["rating_upper"] - table["rating_lower"]).mean())
+        figures = {"bootstrap_draws": draws, "level": boot.level, "mean_width_0_5": width}
+        return StageOutput({"rating_intervals": table}, figures=figures)
+
+    settings = {"B": draws, **_soft_settings(build)}
+    return materialize_stage(context, store, settings=settings, compute=compute)
+
+
+# ----------------------------------------------------------------------------- recipe
+def _own_origin(store: DuckDBStore) -> str:
+    return "llm" if (store.read_table("summaries")["summary_origin"] == "llm").any() else "human"
+
+
+def _digest(frame: pl.DataFrame | None) -> str | None:
+    """sha256 of the alternative summaries (doc_id, summary), in row order."""
+    if frame is None:
+        return None
+    digest = hashlib.sha256()
+    for doc_id, summary in frame.select("doc_id", "summary").iter_rows():
+        digest.update(f"{doc_id}\x1f{summary}\x1e".encode())
+    return digest.hexdigest()
+
+
+def _other_recipe_pools(context, build, store, corpus, alternative) -> tuple[pl.DataFrame, int]:
+    """Pools selected from the other recipe's summaries (same topic similarity, thresholds and
+    seed); the number of documents without an alternative summary."""
+    aligned = corpus.select("doc_id").join(alternative, on="doc_id", how="left")
+    tokens = build_token_matrix(aligned["summary"])
+    score_matrix(
+        context,
+        build,
+        store,
+        "jaccard",
+        lambda rows: jaccard_dense_block(tokens.rows(rows), tokens),
+        name="recipe_summary_similarity",
+    )
+    queries = store.read_table("queries")
+    found = select_pools(
+        queries["doc_index"].to_numpy(),
+        np.load(matrix_path(build, "topic_similarity"), mmap_mode="r"),
+        np.load(matrix_path(build, "recipe_summary_similarity"), mmap_mode="r"),
+        build_token_matrix(corpus["problem"]),
+        build.pool_config(),
+        build.seed,
+    )
+    pools, _ = pool_frames(found, queries["query_id"].to_list(), corpus["doc_id"])
+    return pools, int(aligned["summary"].null_count())
+
+
+def _recipe_comparison(context, build, store, judge, slurm, corpus, pools, own, other):
+    """Play the build's tournament on the other recipe's pools (a seeded sample of the queries
+    both recipes could fill) and compare: (tables, figures)."""
+    t, ratings = build.tournament, store.read_table("bt_ratings").sort("query_id", "position")
+    both = sorted(set(ratings["query_id"]) & set(pools["query_id"]))
+    picked = sample_subset(both, build.validity.recipe_queries, build.seed, RECIPE_STREAM)
+    pools = pools.filter(pl.col("query_id").is_in(picked)).sort("query_id", "position")
+    grouped = pools.group_by("query_id", maintain_order=True).agg("doc_id")
+    query_ids, docs = grouped["query_id"].to_list(), np.array(grouped["doc_id"].to_list(), object)
+    bound = bound_judge(context, build, store, judge, slurm, "recipe_sensitivity")
+    result, judgments = play_tournament(
+        query_ids,
+        docs,
+        corpus_texts(corpus),
+        t.rounds,
+        bound,
+        seed=build.seed,
+        pairing=t.pairing,
+        soft=t.bt_soft,
+        C=t.bt_c,
+        log=bound.log,
+    )
+    s = bound.stats
+    fail_on_backend_errors("recipe tournament", s.errors, s.calls, s.hits)
+    alt = rescale_ratings(result.strengths)
+    pools = pools.with_columns(
+        pl.Series("strength", result.strengths.ravel()),
+        pl.Series("rating", alt.ravel()),
+        pl.lit(other).alias("summary_origin"),
+    )
+    mine = ratings.filter(pl.col("query_id").is_in(picked)).group_by(
+        "query_id", maintain_order=True
+    )
+    mine = mine.agg("doc_id", "rating")
+    per_query = recipe_agreement(
+        query_ids, mine["doc_id"].to_list(), mine["rating"].to_list(), docs.tolist(), alt.tolist()
+    )
+    sides = {d: (p, s) for d, p, s in corpus.select("doc_id", "problem", "solution").rows()}
+    domains = dict(store.read_table("queries").select("query_id", "domain").rows())
+    variants = {
+        own: in_memory_benchmark(
+            f"recipe-{own}",
+            query_ids,
+            mine["doc_id"].to_list(),
+            mine["rating"].to_list(),
+            sides,
+            domains,
+        ),
+        other: in_memory_benchmark(
+            f"recipe-{other}", query_ids, docs.tolist(), alt, sides, domains
+        ),
+    }
+    make = retriever_factory(build.eval_cache_path, seed=build.seed)
+    ndcg = per_query_ndcg(
+        variants, RECIPE_RETRIEVERS, make, load_registry(), MAIN_SETTING, log=bound.log
+    ).rename({"variant": "summary_origin"})
+    shared = ratings.select("query_id", "doc_id", pl.col("rating").alias(f"rating_{own}")).join(
+        pools.select("query_id", "doc_id", pl.col("rating").alias(f"rating_{other}")),
+        on=["query_id", "doc_id"],
+    )
+    plot = recipe_plot(
+        shared, ndcg, own, other, RECIPE_RETRIEVERS, build.export_dir / "validity_recipe.png"
+    )
+    tables = {
+        "recipe_queries": per_query,
+        "recipe_pools": pools,
+        "recipe_judgments": with_provenance(judgments, judge),
+        "recipe_ndcg": ndcg,
+    }
+    figures = _recipe_figures(per_query, ndcg, s, judgments.height)
+    figures["n_queries_without_other_recipe_pool"] = ratings["query_id"].n_unique() - len(both)
+    return tables, figures, plot
+
+
+def _recipe_figures(per_query: pl.DataFrame, ndcg: pl.DataFrame, stats, n_judgments: int) -> dict:
+    means = ndcg.group_by("retriever", "summary_origin").agg(pl.col("ndcg@10").mean())
+    mean = {(r, o): v for r, o, v in means.rows()}
+    rho, rho_se = mean_and_se(per_query["spearman"].fill_null(np.nan).to_numpy())
+    tau, tau_se = mean_and_se(per_query["kendall_tau"].fill_null(np.nan).to_numpy())
+    return {
+        "n_queries_compared": per_query.height,
+        "mean_pool_overlap": float(per_query["pool_overlap"].mean()),
+        "mean_shared_candidates": float(per_query["n_shared"].mean()),
+        "shared_rating_spearman": rho,
+        "shared_rating_spearman_se": rho_se,
+        "shared_rating_kendall_tau": tau,
+        "shared_rating_kendall_tau_se": tau_se,
+        "ndcg@10": {f"{r} / {o} summaries": float(v) for (r, o), v in mean.items()},
+        "ndcg_shift_llm_minus_human": {
+            r: float(mean[(r, "llm")] - mean[(r, "human")]) for r in RECIPE_RETRIEVERS
+        },
+        "recipe_judgments": n_judgments,
+        "recipe_judge_backend_calls": stats.calls,
+        "recipe_judge_cache_hits": stats.hits,
+    }
+
+
+EMPTY_RECIPE = {  # written empty, so no table of an earlier recipe run stays behind
+    "recipe_queries": {"query_id": pl.String, "pool_overlap": pl.Float64},
+    "recipe_pools": {"query_id": pl.String, "doc_id": pl.String},
+    "recipe_judgments": {"query_id": pl.String, "p_a": pl.Float64},
+    "recipe_ndcg": {"retriever": pl.String, "ndcg@10": pl.Float64},
+}
+
+
+def _recipe_checks(build: BuildConfig):
+    def checks(tables, figures) -> list[dg.AssetCheckResult]:
+        pools, t = tables["recipe_pools"], tables["recipe_judgments"]
+        if t.height == 0:
+            return [
+                check("recipe_tournament_valid", True, f"nothing to check: {figures['recipe']}")
+            ]
+        size = build.pool_config().pool_size
+        bad_size = pools.group_by("query_id").len().filter(pl.col("len") != size).height
+        self_rows = pools.filter(pl.col("query_id") == pl.col("doc_id")).height
+        bad = tournament_violations(t)
+        return [
+            check(
+                "recipe_tournament_valid",
+                bad_size == 0 and self_rows == 0 and bad["double_plays"] == bad["rematches"] == 0,
+                f"other-recipe pools have {size} candidates, never the query itself; each "
+                "candidate plays at most once per round and never a rematch",
+                n_bad_pools=bad_size,
+                n_self=self_rows,
+                n_double_plays=bad["double_plays"],
+                n_rematches=bad["rematches"],
+            )
+        ]
+
+    return checks
+
+
+@dg.asset(
+    group_name="validity",
+    deps=["corpus", "summaries", "queries", "topic_similarity", "candidate_pools", "bt_ratings"],
+    kinds={"duckdb"},
+    check_specs=[dg.AssetCheckSpec("recipe_tournament_valid", asset="recipe_sensitivity")],
+)
+def recipe_sensitivity(
+    context: dg.AssetExecutionContext,
+    build: BuildConfig,
+    store: DuckDBStore,
+    judge: PairwiseJudge,
+    slurm: SlurmDispatch,
+) -> dg.MaterializeResult:
+    """Pools, tournament and ratings from the other summary recipe; overlap, rank correlation
+    of shared candidates' ratings and the BM25 / MiniLM nDCG@10 shift between the two."""
+    corpus, own = store.read_table("corpus"), _own_origin(store)
+    alternative, other, description = alternative_summaries(
+        build.validity.recipe_summaries, build.inputs.corpus, own, corpus
+    )
+
+    def compute() -> StageOutput:
+        head = {"recipe": description, "own_summaries": own}
+        if alternative is None:
+            empty = {name: pl.DataFrame(schema=schema) for name, schema in EMPTY_RECIPE.items()}
+            return StageOutput(
+                empty, figures={"recipe": f"n/a: {description}", "own_summaries": own}
+            )
+        pools, missing = _other_recipe_pools(context, build, store, corpus, alternative)
+        tables, figures, plot = _recipe_comparison(
+            context, build, store, judge, slurm, corpus, pools, own, other
+        )
+        figures = {
+            **head,
+            "other_summaries": other,
+            "n_docs_without_alternative_summary": missing,
+            **figures,
+        }
+        return StageOutput(tables, figures=figures, plots={"recipe": plot})
+
+    settings = {
+        "recipe": build.validity.recipe_summaries,
+        "recipe_queries": build.validity.recipe_queries,
+        "description": description,
+        "alternative": _digest(alternative),
+        **build.pool_config().as_provenance(),
+        "seed": build.seed,
+        "rounds": build.tournament.rounds,
+        "C": build.tournament.bt_c,
+        "soft": build.tournament.bt_soft,
+        **pairing_settings(build),
+        **judge.provenance(),
+        "tokenizer": TOKENIZER_VERSION,
+        "retrievers": list(RECIPE_RETRIEVERS),
+        "eval_code": eval_code_hash(),
+    }
+    return materialize_stage(
+        context, store, settings=settings, compute=compute, checks=_recipe_checks(build)
+    )
+
+
+# ----------------------------------------------------------------------------- report
+def _contamination(build: BuildConfig, corpus, query_ids, docs) -> tuple[pl.DataFrame, str]:
+    """Two-way containment of queries and candidates against the registered external corpus."""
+    v = build.validity
+    if not v.contamination_corpus:
+        return pl.DataFrame(), "no external corpus registered (contamination_corpus)"
+    external = load_corpus_frame(v.contamination_corpus)
+    ext_text = external.select(full_text_expr(pl.col("problem"), pl.col("solution"))).to_series()
+    texts = corpus_texts(corpus)
+    bench_ids = list(dict.fromkeys([*query_ids, *docs.ravel().tolist()]))
+    table = contamination_flags(
+        bench_ids,
+        [texts[d] for d in bench_ids],
+        set(query_ids),
+        external["doc_id"].cast(pl.String).to_list(),
+        ext_text.to_list(),
+        n=v.contam_ngram,
+        threshold=v.contam_threshold,
+    )
+    return table, f"{len(ext_text)} external texts, n={v.contam_ngram}"
+
+
+def _cheap_relevance(corpus: pl.DataFrame, query_ids: list[str], docs: np.ndarray) -> np.ndarray:
+    """(Q, n) token Jaccard of each query's full text with each candidate's: the cheap judge."""
+    row_of = {d: i for i, d in enumerate(corpus["doc_id"].to_list())}
+    tokens = build_token_matrix(
+        corpus.select(full_text_expr(pl.col("problem"), pl.col("solution"))).to_series()
+    )
+    return pool_jaccard(tokens, [row_of[q] for q in query_ids], np.vectorize(row_of.get)(docs))
+
+
+def _validity_figures(store, rr, half, triage, slope, contamination, note) -> dict:
+    recipe = store.manifest_entry("recipe_sensitivity")["metadata"]["figures"]
+    intervals = store.read_table("rating_intervals")
+    width = intervals.select((pl.col("rating_upper") - pl.col("rating_lower")).mean()).item()
+    llm = (store.read_table("summaries")["summary_origin"] == "llm").any()
+    return {
+        "round_robin_queries": rr.height,
+        "swiss_vs_round_robin_tau": float(rr["kendall_tau"].mean()) if rr.height else None,
+        "swiss_vs_round_robin_agreement": (
+            float(rr["pairwise_agreement"].mean()) if rr.height else None
+        ),
+        "split_half_reliability": float(half.mean),
+        "split_half_r": float(half.mean_r),
+        "mean_interval_width": float(width),
+        "triage_slope": float(slope),
+        "triage": triage.to_dicts(),
+        "contamination": note,
+        "n_contaminated_queries": int(contamination["is_query"].sum())
+        if contamination.height
+        else 0,
+        "recipe": recipe["recipe"],
+        "recipe_pool_overlap": recipe.get("mean_pool_overlap"),
+        "recipe_shared_rating_spearman": recipe.get("shared_rating_spearman"),
+        "recipe_shared_rating_kendall_tau": recipe.get("shared_rating_kendall_tau"),
+        "recipe_ndcg_shift_llm_minus_human": recipe.get("ndcg_shift_llm_minus_human"),
+        "generator_free_summaries": not llm,
+    }
+
+
+def _write_report(build, store, figures, rr, triage) -> tuple[Path, dict[str, Path]]:
+    """``validity.md`` and its plots in the export folder."""
+    out = build.export_dir
+    plots = {"triage": triage_plot(triage, out / "validity_triage.png")}
+    if rr.height:
+        plots["round_robin"] = round_robin_plot(rr, out / "validity_round_robin.png")
+    recipe_ndcg = store.manifest_entry("recipe_sensitivity")["metadata"]["figures"].get("ndcg@10")
+    if recipe_ndcg:
+        plots["recipe"] = out / "validity_recipe.png"
+    report = out / "validity.md"
+    report.write_text(validity_markdown(figures, triage, recipe_ndcg or {}, plots))
+    return report, plots
+
+
+def _contamination_checks(build: BuildConfig):
+    def checks(tables, figures) -> list[dg.AssetCheckResult]:
+        flags = tables["contamination_flags"]
+        bad = flags.filter(pl.col("is_query")) if flags.height else flags
+        return [
+            check(
+                "no_contaminated_queries",
+                figures["n_contaminated_queries"] == 0,
+                f"no query reaches two-way n-gram containment ≥ {build.validity.contam_threshold} "
+                f"with the external corpus ({figures['contamination']})",
+                offenders=bad["doc_id"].unique().to_list() if bad.height else [],
+            )
+        ]
+
+    return checks
+
+
+@dg.asset(
+    group_name="validity",
+    deps=[
+        "judgments",
+        "bt_ratings",
+        "candidate_pools",
+        "corpus",
+        "summaries",
+        "rating_intervals",
+        "recipe_sensitivity",
+    ],
+    check_specs=[dg.AssetCheckSpec("no_contaminated_queries", asset="validity_report")],
+)
+def validity_report(
+    context: dg.AssetExecutionContext,
+    build: BuildConfig,
+    store: DuckDBStore,
+    judge: PairwiseJudge,
+    slurm: SlurmDispatch,
+) -> dg.MaterializeResult:
+    """Tournament reliability, triage, contamination and recipe figures for this build."""
+    t, v = build.tournament, build.validity
+
+    def compute() -> StageOutput:
+        query_ids, docs = pool_matrix(store)
+        corpus, judgments = store.read_table("corpus"), store.read_table("judgments")
+        played = PlayedRounds.from_frame(judgments, query_ids, docs.shape[1]).comparisons(t.bt_soft)
+        bound = bound_judge(context, build, store, judge, slurm, "validity")
+        options = {"seed": build.seed, "soft": t.bt_soft, "C": t.bt_c, "log": bound.log}
+        texts = corpus_texts(corpus)
+        rr = round_robin_agreement(
+            query_ids, docs, texts, judgments, bound, k=v.rr_queries, **options
+        )
+        half = split_half_reliability(played, seed=build.seed, C=t.bt_c)
+        first_round = judgments["round"].to_numpy() == 1
+        cheap = _cheap_relevance(corpus, query_ids, docs)
+        triage, slope = triage_replay(played, first_round, cheap, TRIAGE_THRESHOLDS, C=t.bt_c)
+        contamination, note = _contamination(build, corpus, query_ids, docs)
+        figures = _validity_figures(store, rr, half, triage, slope, contamination, note)
+        report, plots = _write_report(build, store, figures, rr, triage)
+        tables = {
+            "validity_round_robin": rr,
+            "validity_triage": triage,
+            "contamination_flags": contamination,
+        }
+        return StageOutput(tables, figures=figures, files=[report], plots=plots)
+
+    settings = {
+        "rr": v.rr_queries,
+        **_soft_settings(build),
+        "external": v.contamination_corpus,
+        "n": v.contam_ngram,
+        "threshold": v.contam_threshold,
+        **judge.provenance(),
+    }
+    return materialize_stage(
+        context, store, settings=settings, compute=compute, checks=_contamination_checks(build)
+    )

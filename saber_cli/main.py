@@ -1,0 +1,114 @@
+"""The ``saber`` command.
+
+    saber build [--profile P]          materialize the whole asset graph in-process
+    saber export --out DIR             write the export of the last build to a folder
+    saber lineage --query Q [--doc D]  print the provenance chain of a rating
+    saber synth --out DIR              write the seeded paper-shaped synthetic input
+    saber catalog                      print the asset map (asset, module, group, checks)
+    saber eval …                       evaluate retrievers (``saber eval -h``; no Dagster)
+    saber study tournament …           simulation study (``saber study tournament -h``; no Dagster)
+
+Dagster is imported only by the subcommands that need it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every subcommand but ``eval`` and ``study`` (which parse their own)."""
+    parser = argparse.ArgumentParser(prog="saber", description="SABER platform command line")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("eval", help="evaluate retrievers on a benchmark folder (saber eval -h)")
+    study = sub.add_parser("study", help="reproducible simulation studies")
+    study.add_subparsers(dest="study").add_parser(
+        "tournament",
+        help="Swiss vs information-gain vs round robin, triage (saber study tournament -h)",
+    )
+    p_build = sub.add_parser("build", help="materialize the whole asset graph in-process")
+    p_build.add_argument("--profile", help="profile name or YAML path (default: SABER_PROFILE)")
+    p_export = sub.add_parser("export", help="write the export of the last build to a folder")
+    p_export.add_argument("--out", type=Path, required=True)
+    p_export.add_argument("--profile")
+    p_synth = sub.add_parser("synth", help="write the seeded paper-shaped synthetic input")
+    p_synth.add_argument("--out", type=Path, required=True)
+    p_synth.add_argument("--scale", type=float, default=1.0, help="1.0 = paper size (283K docs)")
+    p_synth.add_argument("--seed", type=int, default=0)
+    sub.add_parser("catalog", help="print the asset map of the README (from the Definitions)")
+    p_lineage = sub.add_parser("lineage", help="print the provenance chain of a rating")
+    p_lineage.add_argument("--query", required=True, help="query id")
+    p_lineage.add_argument("--doc", help="candidate doc id (default: the top-rated candidate)")
+    p_lineage.add_argument("--profile")
+    return parser
+
+
+def _synth(args: argparse.Namespace) -> int:
+    from saber_core.synth import write_synthetic
+
+    for name, path in write_synthetic(args.out, args.scale, args.seed).items():
+        print(f"{name}: {path}")
+    print(
+        f"build on it with SABER_CORPUS={args.out / 'corpus.parquet'} "
+        f"SABER_ONTOLOGY={args.out / 'ontology.parquet'}, or use the `synthetic` profile "
+        "(which generates the same input in-process)"
+    )
+    return 0
+
+
+def _with_build(args: argparse.Namespace) -> int:
+    """``build``, ``export`` and ``lineage``: the subcommands that read the build's store."""
+    from saber_resources.config import load_build_config
+    from saber_resources.storage import BuildLockedError, DuckDBStore
+
+    build = load_build_config(args.profile)
+    store = DuckDBStore(database=str(build.database_path))
+    if args.command == "build":
+        from saber_cli.build import run_build, summary
+
+        try:
+            result = run_build(build)
+        except BuildLockedError as err:
+            print(f"saber build: {err}", file=sys.stderr)
+            return 2
+        if not result.success:
+            return 1
+        print(summary(store, build.export_dir))
+    elif args.command == "lineage":
+        from saber_cli.lineage import lineage_report
+
+        print(lineage_report(store, args.query, args.doc))
+    else:
+        from saber_assets.export.writer import write_export
+
+        for name, rows in write_export(store, args.out).items():
+            print(f"{args.out / name}: {rows} rows")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``saber`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["eval"]:
+        from saber_eval import eval_main
+
+        return eval_main(argv[1:])
+    if argv[:2] == ["study", "tournament"]:
+        from saber_study.cli import study_main
+
+        return study_main(argv[2:])
+    args = build_parser().parse_args(argv)
+    if args.command == "synth":
+        return _synth(args)
+    if args.command == "catalog":
+        from saber_cli.catalog import asset_map
+
+        print(asset_map())
+        return 0
+    return _with_build(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""The LLM backend and the pairwise judge a build config names (the API key only through
+``dg.EnvVar``, read when the resource is used, never here)."""
+
+from __future__ import annotations
+
+import os
+
+import dagster as dg
+
+from saber_resources.config import BuildConfig
+from saber_resources.judge import EmbeddingJudge, LexicalJudge, LLMJudge, PairwiseJudge
+from saber_resources.llm.base import LLMBackend
+from saber_resources.llm.embedded import EmbeddedBackend
+from saber_resources.llm.openai_compat import OpenAICompatibleBackend
+from saber_resources.llm.vllm_backend import VLLMBackend
+
+API_KEY_ENV = "SABER_API_KEY"
+
+
+def make_backend(build: BuildConfig) -> LLMBackend:
+    """The LLM backend named by ``build.llm``."""
+    llm = build.llm
+    if llm.backend == "embedded":
+        return EmbeddedBackend()
+    if llm.backend == "openai":
+        key = dg.EnvVar(API_KEY_ENV) if os.environ.get(API_KEY_ENV) else ""
+        return OpenAICompatibleBackend(
+            base_url=llm.base_url,
+            model=llm.model,
+            api_key=key,
+            max_concurrency=llm.max_concurrency,
+            reasoning_effort=llm.reasoning_effort,
+        )
+    return VLLMBackend(
+        model=llm.model,
+        tensor_parallel_size=llm.tensor_parallel,
+        reasoning_effort=llm.reasoning_effort,
+    )
+
+
+def make_judge(build: BuildConfig, backend: LLMBackend) -> PairwiseJudge:
+    """The pairwise judge named by ``build.tournament``."""
+    t = build.tournament
+    if t.judge == "embedding":
+        return EmbeddingJudge(cache_path=str(build.eval_cache_path))
+    if t.judge == "lexical":
+        return LexicalJudge()
+    return LLMJudge(
+        backend=backend,
+        mode=t.judge_mode,
+        both_orders=t.judge_both_orders,
+        max_tokens=t.judge_max_tokens,
+        seed=build.seed,
+    )

@@ -1,0 +1,92 @@
+"""Code versions that cover all the code an asset runs.
+
+An asset's code version hashes the source of its own module and of every project module that
+module imports, transitively (imports anywhere in a file count, function-level ones included,
+and a package's ``__init__.py`` counts whenever one of its modules is imported). Editing any
+helper an asset uses therefore makes the asset stale; editing a module it never reaches does not.
+The import graph is read statically (``ast``) from the source files, never by importing them.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from functools import lru_cache
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = (
+    "saber_core",
+    "saber_resources",
+    "saber_eval",
+    "saber_study",
+    "saber_runtime",
+    "saber_assets",
+    "saber_cli",
+)
+
+
+def module_file(module: str, root: Path = PROJECT_ROOT) -> Path | None:
+    """The source file of a project module (``pkg/mod.py`` or ``pkg/__init__.py``), or None."""
+    if module.split(".", 1)[0] not in PACKAGES:
+        return None
+    base = root.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imported(module: str, path: Path) -> set[str]:
+    """Absolute names of the modules a source file imports (``from m import x`` adds ``m.x``
+    too, in case ``x`` is a submodule)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                anchor = ".".join(parts[: len(parts) - node.level + 1])
+                base = f"{anchor}.{node.module}" if node.module else anchor
+            else:
+                base = node.module or ""
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _with_parents(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def module_closure(module: str, root: Path = PROJECT_ROOT) -> list[Path]:
+    """The project source files ``module`` runs: itself, its packages' ``__init__`` files and
+    everything they import, transitively; sorted."""
+    seen: set[str] = set()
+    files: set[Path] = set()
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        for part in _with_parents(name):
+            if part in seen:
+                continue
+            seen.add(part)
+            path = module_file(part, root)
+            if path is None:
+                continue
+            files.add(path)
+            todo.extend(_imported(part, path))
+    return sorted(files)
+
+
+@lru_cache(maxsize=128)
+def code_version(module: str, root: Path = PROJECT_ROOT) -> str:
+    """sha256 (first 12 hex) over the paths and bytes of :func:`module_closure` (``module``)."""
+    digest = hashlib.sha256()
+    for path in module_closure(module, root):
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]

@@ -1,0 +1,187 @@
+"""The house rules: the Definitions hold every asset, check and job; each asset lives in the
+module of its group and stays thin; the README's asset map is generated from the Definitions;
+code versions cover every module an asset runs; the Dagster-free commands stay Dagster-free."""
+
+import inspect
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+
+from saber_assets.definitions import BUILD_JOB, EVAL_JOB, build_definitions
+from saber_cli.catalog import asset_map, readme_section
+from saber_resources.config import load_build_config
+from saber_runtime.code_version import PACKAGES, PROJECT_ROOT, code_version, module_closure
+
+STAGES = {
+    "inputs": ["corpus", "ontology"],
+    "annotation": ["summaries", "topic_annotations"],
+    "discovery": ["queries", "topic_similarity", "summary_similarity", "candidate_pools"],
+    "tournament": ["judgments", "bt_ratings"],
+    "validity": ["rating_intervals", "recipe_sensitivity", "validity_report"],
+    "export": ["benchmark_export", "build_report"],
+    "evaluation": ["retriever_runs", "leaderboard"],
+}
+CHECKS = {
+    ("corpus", "counts_reconcile"),
+    ("candidate_pools", "pool_size_and_split"),
+    ("candidate_pools", "no_self_or_duplicate_candidates"),
+    ("judgments", "once_per_round_no_rematch"),
+    ("bt_ratings", "ratings_in_range"),
+    ("bt_ratings", "no_missing_ratings"),
+    ("validity_report", "no_contaminated_queries"),
+    ("recipe_sensitivity", "recipe_tournament_valid"),
+}
+MAX_ASSET_LINES = 60
+
+
+def _defs(tmp_path, profile: str = "default") -> dg.Definitions:
+    return build_definitions(load_build_config(profile, home=str(tmp_path)))
+
+
+def test_definitions_hold_every_asset_check_and_job(tmp_path):
+    build = load_build_config("default", home=str(tmp_path))
+    defs = build_definitions(build)
+    graph = defs.resolve_asset_graph()
+    keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
+    rounds = {f"tournament_round_{r:02d}" for r in range(1, build.tournament.rounds + 1)}
+    assert keys == {a for stage in STAGES.values() for a in stage} | rounds
+    checks = {(k.asset_key.to_user_string(), k.name) for k in graph.asset_check_keys}
+    assert checks == CHECKS
+    build_job = {
+        k.to_user_string()
+        for k in defs.resolve_job_def(BUILD_JOB).asset_layer.executable_asset_keys
+    }
+    assert build_job == keys - set(STAGES["evaluation"])
+    eval_job = {
+        k.to_user_string() for k in defs.resolve_job_def(EVAL_JOB).asset_layer.executable_asset_keys
+    }
+    assert eval_job == set(STAGES["evaluation"])
+    # each round depends on the previous one's standings
+    parents = graph.get(dg.AssetKey("tournament_round_02")).parent_keys
+    assert dg.AssetKey("tournament_round_01") in parents
+
+
+def test_each_asset_lives_in_the_module_of_its_group_and_is_thin(tmp_path):
+    too_long = {}
+    for assets_def in _defs(tmp_path).resolve_asset_graph().assets_defs:
+        fn = assets_def.op.compute_fn.decorated_fn
+        (spec,) = assets_def.specs_by_key.values()
+        module = fn.__module__
+        assert module.split(".")[:2] == ["saber_assets", spec.group_name], (spec.key, module)
+        lines = len(inspect.getsourcelines(fn)[0])
+        if lines > MAX_ASSET_LINES:
+            too_long[spec.key.to_user_string()] = lines
+    assert too_long == {}
+
+
+def test_readme_asset_map_is_the_generated_one():
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    assert readme_section(readme) == asset_map(), "run `saber catalog` and paste it into README.md"
+
+
+def test_paper_profile_is_one_config_away(tmp_path):
+    build = load_build_config("paper", home=str(tmp_path))
+    sizes = (build.pools.n_queries, build.pool_config().pool_size, build.tournament.rounds)
+    assert sizes == (1000, 150, 20)
+    keys = build_definitions(build).resolve_asset_graph().get_all_asset_keys()
+    assert dg.AssetKey("tournament_round_20") in keys
+
+
+def test_workspace_module_loads_definitions():
+    code = "import saber_assets.definitions as d; print(type(d.defs).__name__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() in {"Definitions", "function", "LazyDefinitions"}
+
+
+def test_importing_saber_core_does_not_import_dagster():
+    code = (
+        "import sys, pkgutil, importlib, saber_core\n"
+        "for m in pkgutil.walk_packages(saber_core.__path__, 'saber_core.'):\n"
+        "    importlib.import_module(m.name)\n"
+        "print('dagster' in sys.modules, 'sklearn' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False False"
+
+
+def test_saber_eval_and_study_commands_run_without_dagster(tiny_build, tmp_path):
+    build, _, _ = tiny_build
+    code = (
+        "import sys\n"
+        "from saber_cli.main import main\n"
+        f"assert main(['eval', '--benchmark', {str(build.export_dir)!r}, '--retriever', 'bm25',"
+        f" '--no-mlflow', '--out', {str(tmp_path / 'eval')!r}]) == 0\n"
+        "assert main(['study', 'tournament', '--queries', '2', '--players', '8', '--rounds', '2',"
+        " '--noise-sweep', '1.0', '--cheap-noise', '0.5', '--thresholds', '0.3',"
+        " '--triage-judge-noise', '', '--split-half-repeats', '2', '--bootstrap-queries', '1',"
+        f" '--bootstrap-draws', '5', '--quiet', '--out', {str(tmp_path / 's.json')!r}]) == 0\n"
+        "print('DAGSTER', 'dagster' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "DAGSTER False" in out.stdout
+    assert list((tmp_path / "eval").rglob("statement-full.trec")) and (tmp_path / "s.json").exists()
+
+
+def _copy_project(target: Path) -> Path:
+    for package in PACKAGES:
+        shutil.copytree(
+            PROJECT_ROOT / package, target / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    return target
+
+
+def test_code_version_covers_every_module_an_asset_runs(tmp_path):
+    """``rating_intervals`` runs ``pool_matrix`` (saber_assets.tables, another module of the
+    asset layer) and ``PlayedRounds`` (saber_core.comparisons) through its module's imports:
+    editing such a helper changes its code version, and only the versions of assets that
+    reach it."""
+    assets_module = "saber_assets.validity.assets"
+    closure = {p.relative_to(PROJECT_ROOT).as_posix() for p in module_closure(assets_module)}
+    assert {
+        "saber_core/comparisons.py",
+        "saber_core/bradley_terry.py",
+        "saber_assets/tables.py",
+        "saber_runtime/stage.py",
+    } <= closure
+    root = _copy_project(tmp_path / "copy")
+    before = {m: code_version(m, root) for m in (assets_module, "saber_assets.inputs")}
+    for helper in (root / "saber_assets" / "tables.py", root / "saber_core" / "comparisons.py"):
+        helper.write_text(helper.read_text() + "\n# edited\n")
+        code_version.cache_clear()
+        after = {m: code_version(m, root) for m in before}
+        assert after[assets_module] != before[assets_module], helper
+        assert after["saber_assets.inputs"] == before["saber_assets.inputs"], helper
+        before = after
+
+
+def test_editing_a_helper_makes_rating_intervals_stale(tiny_build, tmp_path, monkeypatch):
+    """End to end: with ``pool_matrix`` (saber_assets.tables) edited, materializing
+    ``rating_intervals`` recomputes it (its stored tables are not reused), while ``corpus``
+    (which never runs that helper) is reused."""
+    import saber_runtime.stage as stage
+    from saber_assets.inputs import corpus
+    from saber_assets.validity import rating_intervals
+    from saber_resources.storage import DuckDBStore
+
+    build, _, _ = tiny_build
+    home = tmp_path / "home"
+    shutil.copytree(build.home_path, home)
+    root = _copy_project(tmp_path / "copy")
+    helper = root / "saber_assets" / "tables.py"
+    helper.write_text(helper.read_text() + "\n# edited\n")
+    code_version.cache_clear()
+    monkeypatch.setattr(stage, "code_version", lambda module: code_version(module, root))
+    copy = load_build_config("tiny", home=str(home))
+    result = dg.materialize(
+        [corpus, rating_intervals],
+        resources={"build": copy, "store": DuckDBStore(database=str(copy.database_path))},
+        instance=dg.DagsterInstance.ephemeral(),
+    )
+    reused = {
+        e.asset_key.to_user_string(): e.event_specific_data.materialization.metadata["reused"].value
+        for e in result.get_asset_materialization_events()
+    }
+    assert reused == {"corpus": True, "rating_intervals": False}

@@ -1,0 +1,133 @@
+"""Rounds as judgment tables: pairing, judging and recording, round by round or in one call."""
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import pytest
+
+from saber_core.bradley_terry import fit_bradley_terry, rescale_ratings
+from saber_core.comparisons import PlayedRounds
+from saber_core.judgment_table import (
+    judge_pairs,
+    play_round,
+    play_tournament,
+    rating_table,
+    tournament_violations,
+)
+
+
+@dataclass
+class Verdict:
+    p_first: np.ndarray
+    raw: list[str]
+    drop_reason: list[str | None]
+    call_keys: list[str]
+
+
+def make_texts(n_queries: int, n: int):
+    query_ids = [f"q{i}" for i in range(n_queries)]
+    docs = np.array([[f"d{i}_{j}" for j in range(n)] for i in range(n_queries)], dtype=object)
+    texts = {x: f"text of {x}" for x in [*query_ids, *docs.ravel().tolist()]}
+    return query_ids, docs, texts
+
+
+def strength_judge(calls: list[int]):
+    """p(first wins) from the docs' index j: higher j is stronger; j = 3 vs 5 is a tie (0.5)."""
+
+    def judge(queries, first, second):
+        calls.append(len(queries))
+        ja = np.array([int(t.rsplit("_", 1)[1]) for t in first])
+        jb = np.array([int(t.rsplit("_", 1)[1]) for t in second])
+        p = 1 / (1 + np.exp(-(ja - jb) / 3.0))
+        p[(ja == 3) & (jb == 5)] = 0.5
+        return Verdict(p, [f"raw{i}" for i in range(len(p))], [None] * len(p), ["k"] * len(p))
+
+    return judge
+
+
+def test_judge_pairs_records_every_filled_slot():
+    query_ids, docs, texts = make_texts(2, 6)
+    pairs = np.full((2, 3, 2), -1)
+    pairs[0, 0], pairs[0, 1], pairs[1, 2] = (0, 3), (3, 5), (1, 4)
+    calls: list[int] = []
+    table = judge_pairs(4, pairs, query_ids, docs, texts, strength_judge(calls), seed=7)
+    assert calls == [3]  # one call for the whole round
+    assert table.select("query_id", "slot", "pos_a", "pos_b").rows() == [
+        ("q0", 0, 0, 3),
+        ("q0", 1, 3, 5),
+        ("q1", 2, 1, 4),
+    ]
+    assert table["cand_a"].to_list() == ["d0_0", "d0_3", "d1_1"]
+    assert table["round"].to_list() == [4, 4, 4] and table["seed"].to_list() == [7, 7, 7]
+    assert table["outcome"].to_list() == [0.0, None, 0.0]  # the tie is dropped
+    assert table["winner"].to_list() == ["b", None, "b"]
+    want = hashlib.sha256(b"text of q0\x1ftext of d0_0\x1ftext of d0_3").hexdigest()[:16]
+    assert table["input_hash"][0] == want
+
+
+@pytest.mark.parametrize(("pairing", "soft"), [("swiss", False), ("information", True)])
+def test_round_by_round_equals_one_call(pairing, soft):
+    query_ids, docs, texts = make_texts(3, 10)
+    tables = []
+    for r in range(1, 5):
+        played = PlayedRounds.from_frame(pl.concat(tables) if tables else None, query_ids, 10)
+        table = play_round(
+            r,
+            query_ids,
+            docs,
+            texts,
+            played,
+            strength_judge([]),
+            seed=3,
+            pairing=pairing,
+            soft=soft,
+        )
+        tables.append(table)
+    result, whole = play_tournament(
+        query_ids, docs, texts, 4, strength_judge([]), seed=3, pairing=pairing, soft=soft
+    )
+    by_round = pl.concat(tables)
+    assert whole.equals(by_round)
+    played = PlayedRounds.from_frame(by_round, query_ids, 10)
+    np.testing.assert_allclose(result.strengths, fit_bradley_terry(played.comparisons(soft)))
+    assert tournament_violations(by_round) == {"double_plays": 0, "rematches": 0, "misordered": 0}
+
+
+def test_rating_table_is_the_rescaled_fit_with_games_and_wins():
+    query_ids, docs, texts = make_texts(2, 8)
+    _, table = play_tournament(query_ids, docs, texts, 3, strength_judge([]), seed=1)
+    played = PlayedRounds.from_frame(table, query_ids, 8)
+    ratings = rating_table(query_ids, docs, played, soft=False, C=1.0)
+    beta = fit_bradley_terry(played.comparisons(False))
+    np.testing.assert_allclose(ratings["rating"].to_numpy(), rescale_ratings(beta).ravel())
+    assert ratings["doc_id"].to_list() == docs.ravel().tolist()
+    for row in ratings.iter_rows(named=True):
+        mine = table.filter(pl.col("query_id") == row["query_id"])
+        played_as = mine.filter(
+            (pl.col("cand_a") == row["doc_id"]) | (pl.col("cand_b") == row["doc_id"])
+        )
+        won = mine.filter(
+            ((pl.col("cand_a") == row["doc_id"]) & (pl.col("winner") == "a"))
+            | ((pl.col("cand_b") == row["doc_id"]) & (pl.col("winner") == "b"))
+        )
+        assert row["wins"] == won.height
+        assert row["games"] == played_as.filter(pl.col("outcome").is_not_null()).height
+
+
+def test_tournament_violations_are_counted():
+    table = pl.DataFrame(
+        {
+            "query_id": ["q"] * 4,
+            "round": [1, 1, 2, 2],
+            "pos_a": [0, 0, 2, 3],
+            "pos_b": [1, 2, 1, 0],
+        }
+    )
+    # round 1: candidate 0 plays twice; round 2: (2, 1) and (3, 0) are written larger id first
+    assert tournament_violations(table) == {"double_plays": 2, "rematches": 0, "misordered": 2}
+    rematch = pl.DataFrame(
+        {"query_id": ["q", "q"], "round": [1, 2], "pos_a": [0, 0], "pos_b": [1, 1]}
+    )
+    assert tournament_violations(rematch)["rematches"] == 2
