@@ -24,7 +24,8 @@ Block kernel (:func:`bma_block`), exact to the bit:
   holding ``a`` itself gets 1.0);
 * ``max_{a∈A} Lin(b, a)`` is gathered from the per-row maxima of the Lin table of the row tags
   against every used node, list position by list position;
-* the sums run position by position, padding adds an exact +0.0.
+* the sums run position by position, padding adds an exact +0.0; ``h_A`` starts from the +0.0
+  of the table, so no sum is −0.0 where the C code's (from 0.0) is +0.0.
 """
 
 from __future__ import annotations
@@ -161,7 +162,7 @@ def _best_match_row(index: BmaIndex, node: int, out: np.ndarray) -> None:
 
 
 def _rows_against_all(index: BmaIndex, row_lists: np.ndarray) -> np.ndarray:
-    """float16 BMA of non-empty distinct lists against every distinct list, (rows, n_lists)."""
+    """float64 BMA of non-empty distinct lists against every distinct list, (rows, n_lists)."""
     ptr, lengths = index.list_ptr, index.list_lengths
     row_positions = [index.list_flat[ptr[r] : ptr[r + 1]] for r in row_lists]
     used = np.unique(np.concatenate(row_positions))  # positions into index.nodes
@@ -173,7 +174,7 @@ def _rows_against_all(index: BmaIndex, row_lists: np.ndarray) -> np.ndarray:
     best = np.zeros((len(used) + 1, index.n_lists))
     for i, node in enumerate(index.nodes[used]):
         _best_match_row(index, node, best[i])
-    half_rows = 0.0 + best[padded[:, 0]]
+    half_rows = best[padded[:, 0]]  # C sums from 0.0: same, as best starts at +0.0
     for i in range(1, padded.shape[1]):
         half_rows += best[padded[:, i]]
 
@@ -185,28 +186,31 @@ def _rows_against_all(index: BmaIndex, row_lists: np.ndarray) -> np.ndarray:
         np.maximum(row_best, table[:, padded[:, i]], out=row_best)
     half_cols = np.zeros((index.n_lists, len(row_lists)))
     for ids, positions in index.groups:
-        total = 0.0 + row_best[positions[:, 0]]
+        total = row_best[positions[:, 0]]  # −0.0 here (Lin through the root) vanishes below
         for j in range(1, positions.shape[1]):
             total += row_best[positions[:, j]]
         half_cols[ids] = total
 
     n = lengths[row_lists][:, None].astype(np.float64) + lengths[None, :]
     half_rows /= n
-    half_rows += half_cols.T / n
-    return half_rows.astype(np.float16)
+    half_rows += half_cols.T / n  # h_A / n ≥ +0.0, so the sum is never −0.0
+    return half_rows
 
 
-def bma_block(index: BmaIndex, rows: np.ndarray, row_chunk: int = 16) -> np.ndarray:
-    """float16 BMA of each document ``rows[i]`` against every document, (len(rows), n_docs).
+def bma_block(
+    index: BmaIndex, rows: np.ndarray, row_chunk: int = 16, dtype: type = np.float16
+) -> np.ndarray:
+    """BMA of each document ``rows[i]`` against every document, (len(rows), n_docs).
 
     Bit-identical to the published kernel (module docstring) under ``index.lin`` (its
-    ``root_self_similarity`` flag selects the diagonal); 0 where either list is empty. Distinct
-    row lists are processed ``row_chunk`` at a time: memory ≈ (4 · row_chunk + distinct row tags)
-    × distinct lists float64, plus the float16 output.
+    ``root_self_similarity`` flag selects the diagonal); 0 where either list is empty. ``dtype``
+    float16 gives the stored value, float64 the value before storage. Distinct row lists are
+    processed ``row_chunk`` at a time: memory ≈ (4 · row_chunk + distinct row tags) × distinct
+    lists float64, plus the output.
     """
     rows = np.asarray(rows, dtype=np.int64)
     row_lists, row_inverse = np.unique(index.list_of_doc[rows], return_inverse=True)
-    result = np.zeros((len(row_lists), index.n_lists), dtype=np.float16)
+    result = np.zeros((len(row_lists), index.n_lists), dtype=dtype)
     row_lengths = index.list_lengths[row_lists]
     filled = np.flatnonzero(row_lengths > 0)
     filled = filled[np.argsort(row_lengths[filled], kind="stable")]  # little padding per chunk

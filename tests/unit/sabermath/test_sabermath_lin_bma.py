@@ -89,11 +89,13 @@ def test_bma_block_is_bit_identical_to_the_reference(tree_rows, root_fix):
     matrix = ref.lin_matrix(nodes, total, root_fix=root_fix)
     lin = lin_similarity(build_frequency_tree(tree_rows), root_self_similarity=root_fix)
     docs = random_docs(len(tree_rows), lin.n_nodes)
-    expected = np.array([[ref.bma(matrix, a, b) for b in docs] for a in docs], dtype=np.float16)
+    exact = np.array([[ref.bma(matrix, a, b) for b in docs] for a in docs])
     index = bma_index(lin, docs)
+    before_storage = bma_block(index, np.arange(len(docs)), dtype=np.float64)
+    assert np.array_equal(before_storage.view(np.uint64), exact.view(np.uint64))  # float order
     got = bma_block(index, np.arange(len(docs)))
     assert got.dtype == np.float16
-    assert np.array_equal(got.view(np.uint16), expected.view(np.uint16))
+    assert np.array_equal(got.view(np.uint16), exact.astype(np.float16).view(np.uint16))
     # any block of rows, in any order and chunking, gives the same rows
     rows = np.array([7, 3, 3, 0, 20, 5])
     assert np.array_equal(bma_block(index, rows, row_chunk=1), got[rows])
