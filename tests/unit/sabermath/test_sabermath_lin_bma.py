@@ -14,18 +14,18 @@ from saber_core.sabermath.lin import lin_similarity
 TITLES = ("A", "B", "C", "B-C", "D")
 
 
-def random_rows(seed: int, n_rows: int = 80, prefix: str = "/M") -> list[list[str]]:
+def random_rows(seed: int, n_rows: int = 80, prefix: str = "/M", depth: int = 5) -> list[list[str]]:
     rng = np.random.default_rng(seed)
     return [
         [
-            prefix + "".join("/" + str(rng.choice(TITLES)) for _ in range(rng.integers(0, 5)))
+            prefix + "".join("/" + str(rng.choice(TITLES)) for _ in range(rng.integers(0, depth)))
             for _ in range(rng.integers(1, 5))
         ]
         for _ in range(n_rows)
     ]
 
 
-def random_docs(seed: int, n_nodes: int, n_docs: int = 36) -> list[list[int]]:
+def random_docs(seed: int, n_nodes: int, n_docs: int = 40) -> list[list[int]]:
     """Tag lists (node ids, list order, repeats allowed), some empty, some duplicated."""
     rng = np.random.default_rng(seed)
     docs = [rng.integers(0, n_nodes, rng.integers(0, 6)).tolist() for _ in range(n_docs)]
@@ -36,6 +36,7 @@ def random_docs(seed: int, n_nodes: int, n_docs: int = 36) -> list[list[int]]:
 
 TREES = [random_rows(seed) for seed in range(3)] + [
     random_rows(7, prefix="/M/A"),  # every tag passes through A: IC(A) = 0 below the root
+    random_rows(8, n_rows=300, depth=7),  # a deeper tree of a few hundred nodes
     [["/M"], ["/M"]],  # a single node
 ]
 
@@ -82,7 +83,7 @@ def test_lca_is_the_longest_common_path_prefix():
 
 
 # --------------------------------------------------------------------------------- §5
-@pytest.mark.parametrize("tree_rows", TREES[:4])
+@pytest.mark.parametrize("tree_rows", TREES[:5])
 @pytest.mark.parametrize("root_fix", [False, True])
 def test_bma_block_is_bit_identical_to_the_reference(tree_rows, root_fix):
     nodes, total = ref.frequency_tree(tree_rows)

@@ -41,7 +41,8 @@ def random_ids(seed: int, n_queries: int, size: int) -> list[list[str]]:
 
 @pytest.mark.parametrize(
     ("seed", "n_queries", "size", "rounds", "batch"),
-    [(42, 5, 8, 7, 2), (3, 3, 9, 6, 200), (7, 2, 155, 2, 1)],  # odd pools; > 150 candidates
+    # small pools for many rounds (sit-outs), odd pools, batches of 2, pools of 150 and 155
+    [(42, 5, 8, 7, 2), (3, 3, 9, 6, 200), (1, 4, 30, 20, 3), (2, 2, 150, 20, 1), (7, 2, 155, 2, 1)],
 )
 def test_schedule_outcomes_and_sit_outs_equal_the_published_driver(
     seed, n_queries, size, rounds, batch
