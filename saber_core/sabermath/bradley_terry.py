@@ -55,7 +55,9 @@ def _half_binomial(y: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return loss, grad
 
 
-def _lbfgs_fit(a: np.ndarray, b: np.ndarray, y: np.ndarray, weight: np.ndarray, n: int, c: float):
+def _lbfgs_fit(
+    a: np.ndarray, b: np.ndarray, y: np.ndarray, weight: np.ndarray, n: int, c: float
+) -> np.ndarray:
     """sklearn's lbfgs coefficients for rows ``x = e_a − e_b`` (columns 0..n−1)."""
     weight_sum = float(weight.sum())
     l2 = 1.0 / (c * weight_sum)

@@ -80,11 +80,11 @@ class LinSimilarity:
         equal = np.ones((len(rows), len(columns)), dtype=bool)
         lca = np.zeros((len(rows), len(columns)), dtype=np.int64)
         for depth in range(self.ancestors.shape[1]):
-            col = anc_r[:, depth][:, None]
-            equal &= (col == anc_c[:, depth][None, :]) & (col >= 0)
+            row_ancestor = anc_r[:, depth][:, None]
+            equal &= (row_ancestor == anc_c[:, depth][None, :]) & (row_ancestor >= 0)
             if not equal.any():
                 break
-            np.copyto(lca, col, where=equal)
+            np.copyto(lca, row_ancestor, where=equal)
         return self._value(rows[:, None], columns[None, :], lca)
 
     def matrix(self) -> np.ndarray:
