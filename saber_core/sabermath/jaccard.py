@@ -8,8 +8,9 @@ token), minus :data:`STOP_WORDS`, as a set.
 words score 1) — fix ``empty_idea_jaccard``: 0.0. One empty set gives 0. Stored as float16.
 
 Block form: the token sets are the rows of a binary sparse matrix ``X``; a block's intersections
-are ``X[rows] · Xᵀ`` and ``|A ∪ B| = |A| + |B| − |A ∩ B|``; integer counts, one float64 division
-(the same correctly rounded value as Python's ``len(A & B) / len(A | B)``), then float16.
+are ``X · X[rows]ᵀ`` (sparse times a small dense block, in chunks of documents) and
+``|A ∪ B| = |A| + |B| − |A ∩ B|``; exact integer counts, one float64 division (the same
+correctly rounded value as Python's ``len(A & B) / len(A | B)``), then float16.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 TOKEN_PATTERN = re.compile(r"[a-zA-Z0-9^_]+")
+_CHUNK_ELEMENTS = 2_000_000  # (documents × rows) float64 work arrays per step
 
 # scikit-learn's ENGLISH_STOP_WORDS (sklearn.feature_extraction._stop_words), all 318 words.
 SKLEARN_STOP_WORDS = frozenset((
@@ -111,13 +113,19 @@ def jaccard_block(
     Two empty sets give 1.0, or 0.0 with the ``empty_idea_jaccard`` fix (module docstring).
     """
     rows = np.asarray(rows, dtype=np.int64)
-    inter = (tokens.matrix[rows] @ tokens.matrix.T).tocoo()
-    out = np.zeros((len(rows), tokens.n_docs), dtype=np.float16)
-    shared = inter.data.astype(np.int64)
-    union = tokens.sizes[rows][inter.row] + tokens.sizes[inter.col] - shared
-    out[inter.row, inter.col] = shared / union
-    if not empty_idea_jaccard:
-        empty_cols = np.flatnonzero(tokens.sizes == 0)
-        empty_rows = np.flatnonzero(tokens.sizes[rows] == 0)
-        out[np.ix_(empty_rows, empty_cols)] = 1.0
+    block = tokens.matrix[rows].T.toarray()  # (vocabulary, rows) int32, small
+    row_sizes = tokens.sizes[rows].astype(np.float64)
+    out = np.empty((len(rows), tokens.n_docs), dtype=np.float16)
+    chunk = max(1, _CHUNK_ELEMENTS // max(1, len(rows)))
+    for start in range(0, tokens.n_docs, chunk):
+        docs = slice(start, start + chunk)
+        # (docs, rows): exact counts in float64
+        shared = (tokens.matrix[docs] @ block).astype(np.float64)
+        union = tokens.sizes[docs, None].astype(np.float64) + row_sizes[None, :]
+        union -= shared
+        both_empty = union == 0.0
+        union[both_empty] = 1.0  # shared is 0 there
+        shared /= union
+        shared[both_empty] = 0.0 if empty_idea_jaccard else 1.0
+        out[:, docs] = shared.T
     return out

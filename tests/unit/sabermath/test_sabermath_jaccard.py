@@ -8,6 +8,7 @@ import pytest
 import sabermath_reference as ref
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
+from saber_core.sabermath import jaccard as jaccard_module
 from saber_core.sabermath.jaccard import STOP_WORDS, idea_tokens, jaccard_block, tokenize
 
 REFERENCE_STOP_WORDS = frozenset(ENGLISH_STOP_WORDS) | frozenset(ref.MATH_WORDS)
@@ -59,7 +60,9 @@ def random_idea(rng: np.random.Generator) -> str:
 
 
 @pytest.mark.parametrize("empty_fix", [False, True])
-def test_jaccard_block_is_bit_identical_to_the_reference(empty_fix):
+@pytest.mark.parametrize("chunk_elements", [7, 2_000_000])  # many document chunks, or one
+def test_jaccard_block_is_bit_identical_to_the_reference(empty_fix, chunk_elements, monkeypatch):
+    monkeypatch.setattr(jaccard_module, "_CHUNK_ELEMENTS", chunk_elements)
     rng = np.random.default_rng(5)
     ideas = IDEAS + [random_idea(rng) for _ in range(40)]
     sets = [ref.tokens(text, REFERENCE_STOP_WORDS) for text in ideas]
