@@ -60,7 +60,7 @@ def random_idea(rng: np.random.Generator) -> str:
 
 
 @pytest.mark.parametrize("empty_fix", [False, True])
-@pytest.mark.parametrize("chunk_elements", [7, 2_000_000])  # many document chunks, or one
+@pytest.mark.parametrize("chunk_elements", [7, 300, 2_000_000])  # 1, 6 or all documents
 def test_jaccard_block_is_bit_identical_to_the_reference(empty_fix, chunk_elements, monkeypatch):
     monkeypatch.setattr(jaccard_module, "_CHUNK_ELEMENTS", chunk_elements)
     rng = np.random.default_rng(5)
