@@ -5,7 +5,7 @@ import dagster as dg
 import polars as pl
 
 from saber_assets.tables import corpus_texts, played_rounds, pool_matrix
-from saber_core.judgment_table import play_round, rating_table, tournament_violations
+from saber_core.judgment_table import RoundRules, play_round, rating_table, tournament_violations
 from saber_resources.config import BuildConfig
 from saber_resources.judge import PairwiseJudge
 from saber_resources.slurm import SlurmDispatch, maybe_dispatcher
@@ -20,11 +20,37 @@ def round_name(r: int) -> str:
     return f"tournament_round_{r:02d}"
 
 
+def round_rules(build: BuildConfig) -> RoundRules:
+    """How this build's rounds are paired and shown (construction step ``swiss`` and its fixes,
+    the tournament's pairing strategy)."""
+    plan, t = build.construction_plan(), build.tournament
+    if plan.swiss == "published":
+        return RoundRules(
+            strategy="published",
+            seed=build.construction.swiss_seed,
+            n_rounds=t.rounds,
+            sit_outs=plan.has_fix("sit_outs"),
+            presentation=plan.has_fix("presentation"),
+        )
+    return RoundRules(t.pairing, build.seed, t.bt_soft, t.bt_c, t.rounds)
+
+
 def pairing_settings(build: BuildConfig) -> dict[str, object]:
-    """What decides the pairs of a round besides the seed and the judgments (fingerprinted):
-    nothing more for Swiss; the strategy, soft outcomes and C for information pairing."""
-    t = build.tournament
-    return {} if t.pairing == "swiss" else {"pairing": t.pairing, "bt_soft": t.bt_soft, "C": t.bt_c}
+    """What decides the pairs of a round besides the judgments (fingerprinted): the seed only
+    for platform Swiss; the strategy, soft outcomes and C for information pairing; the
+    published rules with their seed, length and fixes."""
+    rules = round_rules(build)
+    if rules.strategy == "swiss":
+        return {"seed": rules.seed}
+    if rules.strategy == "published":
+        return {
+            "pairing": "published",
+            "seed": rules.seed,
+            "rounds": rules.n_rounds,
+            "sit_outs": rules.sit_outs,
+            "presentation": rules.presentation,
+        }
+    return {"seed": rules.seed, "pairing": rules.strategy, "bt_soft": rules.soft, "C": rules.C}
 
 
 def bound_judge(context, build: BuildConfig, store, judge: PairwiseJudge, slurm, stage: str):
@@ -59,25 +85,13 @@ def make_round_asset(r: int) -> dg.AssetsDefinition:
         judge: PairwiseJudge,
         slurm: SlurmDispatch,
     ) -> dg.MaterializeResult:
-        t = build.tournament
-
         def compute() -> StageOutput:
             query_ids, docs = pool_matrix(store)
             played = played_rounds(store, earlier, query_ids, docs.shape[1] if docs.size else 0)
             texts = corpus_texts(store.read_table("corpus"))
             bound = bound_judge(context, build, store, judge, slurm, name)
-            table = play_round(
-                r,
-                query_ids,
-                docs,
-                texts,
-                played,
-                bound,
-                seed=build.seed,
-                pairing=t.pairing,
-                soft=t.bt_soft,
-                C=t.bt_c,
-            )
+            rules = round_rules(build)
+            table = play_round(r, query_ids, docs, texts, played, bound, rules)
             s = bound.stats
             fail_on_backend_errors(name, s.errors, s.calls, s.hits)
             n = docs.shape[1] if docs.size else 0
@@ -92,20 +106,22 @@ def make_round_asset(r: int) -> dg.AssetsDefinition:
             }
             return StageOutput({name: with_provenance(table, judge)}, figures=figures)
 
-        settings = {"seed": build.seed, "round": r, **pairing_settings(build), **judge.provenance()}
+        settings = {"round": r, **pairing_settings(build), **judge.provenance()}
         return materialize_stage(context, store, settings=settings, compute=compute)
 
     return _round
 
 
 def _judgment_checks(tables, figures) -> list[dg.AssetCheckResult]:
-    bad = tournament_violations(tables["judgments"])
+    table = tables["judgments"]
+    shown = table["shown_first"][0] if table.height else "pool_order"
+    bad = tournament_violations(table, shown)
     return [
         check(
             "once_per_round_no_rematch",
             not any(bad.values()),
-            "each candidate plays at most once per round, never a rematch, pairs in "
-            "candidate-id order",
+            "each candidate plays at most once per round, never a rematch, pairs shown "
+            f"{shown.replace('_', ' ')} first",
             **{f"n_{k}": v for k, v in bad.items()},
         )
     ]
@@ -178,11 +194,13 @@ def bt_ratings(
     def compute() -> StageOutput:
         query_ids, docs = pool_matrix(store)
         played = played_rounds(store, ["judgments"], query_ids, docs.shape[1])
-        table = rating_table(query_ids, docs, played, t.bt_soft, t.bt_c)
+        fit = build.construction_plan().bt
+        table = rating_table(query_ids, docs, played, t.bt_soft, t.bt_c, fit)
         spread = table.group_by("query_id").agg(pl.col("rating").std())["rating"]
         figures = {
             "n_ratings": table.height,
             "bt_C": t.bt_c,
+            "bt_fit": fit,
             "bt_outcomes": "soft (judge probabilities)" if t.bt_soft else "hard",
             "mean_rating": float(table["rating"].mean()),
             "mean_within_query_std": float(spread.mean()),
@@ -192,7 +210,11 @@ def bt_ratings(
     return materialize_stage(
         context,
         store,
-        settings={"C": t.bt_c, **({"soft": True} if t.bt_soft else {})},
+        settings={
+            "C": t.bt_c,
+            **({"soft": True} if t.bt_soft else {}),
+            **build.construction_plan().step_provenance("bt"),
+        },
         compute=compute,
         checks=lambda tables, _: _rating_checks(store, tables["bt_ratings"]),
     )

@@ -6,18 +6,19 @@ texts whose result has ``p_first`` (P(first wins), NaN = dropped), ``raw``, ``dr
 ``call_keys`` (:class:`Verdicts`). A judgments table has one row per judged pair::
 
     query_id, round, slot, pos_a, pos_b, cand_a, cand_b, outcome, winner, p_a, raw,
-    drop_reason, call_keys, input_hash, seed
+    drop_reason, call_keys, input_hash, seed, shown_first
 
 ``pos_a < pos_b`` are pool positions (``cand_a``/``cand_b`` their doc ids; ``a`` is shown
 first), ``outcome`` = 1.0 if ``a`` won, 0.0 if ``b`` won, null if dropped (p = ½ or no answer),
 ``winner`` = ``"a"``/``"b"``/null, ``input_hash`` = sha256 of the three texts (query, first,
-second) joined by U+001F.
+second) joined by U+001F, ``shown_first`` the presentation rule of the tournament.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -25,7 +26,9 @@ import polars as pl
 
 from saber_core.bradley_terry import fit_bradley_terry, rescale_ratings
 from saber_core.comparisons import PlayedRounds, hard_outcomes
-from saber_core.pairing import AdaptiveResult, pair_round, round_rng, run_pairing
+from saber_core.pairing import pair_round, round_rng
+from saber_core.sabermath.bradley_terry import published_strengths, relevance_scores
+from saber_core.sabermath.swiss import published_orders, published_round
 
 
 class Verdicts(Protocol):
@@ -53,10 +56,12 @@ def judge_pairs(
     texts: Mapping[str, str],
     judge: TextJudge,
     seed: int,
+    shown_first: str = "pool_order",
 ) -> pl.DataFrame:
-    """Judge the filled slots of one round's ``pairs`` (Q, m, 2) (``-1`` = empty slot) and
-    return them as a judgments table (module docstring); ``docs`` (Q, n) holds each query's
-    pool doc ids by position, ``texts`` the text shown for every id."""
+    """Judge the filled slots of one round's ``pairs`` (Q, m, 2) (``-1`` = empty slot; the
+    first position is shown first) and return them as a judgments table (module docstring);
+    ``docs`` (Q, n) holds each query's pool doc ids by position, ``texts`` the text shown for
+    every id, ``shown_first`` the presentation rule (:attr:`RoundRules.shown_first`)."""
     q_idx, slot = np.nonzero(pairs[..., 0] >= 0)
     pos_a, pos_b = pairs[q_idx, slot, 0], pairs[q_idx, slot, 1]
     qids = [query_ids[i] for i in q_idx]
@@ -82,8 +87,59 @@ def judge_pairs(
             "call_keys": pl.Series(list(verdict.call_keys), dtype=pl.String),
             "input_hash": pl.Series([input_hash(*t) for t in zip(*shown, strict=True)]),
             "seed": pl.Series(np.full(len(q_idx), seed), dtype=pl.Int64),
+            "shown_first": pl.Series([shown_first] * len(q_idx), dtype=pl.String),
         }
     ).with_columns(pl.col("outcome", "p_a").fill_nan(None))
+
+
+@dataclass(frozen=True)
+class RoundRules:
+    """How the rounds of a tournament are paired and shown.
+
+    ``strategy``: ``swiss`` / ``information`` / ``random`` (:func:`saber_core.pairing.pair_round`,
+    pairs written smaller pool position first) or ``published`` (the published Swiss of
+    :mod:`saber_core.sabermath.swiss`: shuffle, stable sort by wins ascending, greedy in the
+    first 150 positions, sit-outs; the smaller doc id shown first), with its fixes ``sit_outs``
+    and ``presentation``. ``soft``/``C``: the information pairing's refit. ``n_rounds``: the
+    tournament's length (the published shuffles of every round are drawn in driver order).
+    """
+
+    strategy: str = "swiss"
+    seed: int = 0
+    soft: bool = False
+    C: float = 1.0
+    n_rounds: int = 1
+    sit_outs: bool = False
+    presentation: bool = False
+
+    @property
+    def shown_first(self) -> str:
+        """Which candidate of a pair is shown first: ``pool_order`` (smaller position),
+        ``smaller_id`` (smaller doc id as a string) or ``seeded_random``."""
+        if self.strategy != "published":
+            return "pool_order"
+        return "seeded_random" if self.presentation else "smaller_id"
+
+    def pairs(self, round_no: int, played: PlayedRounds, docs: np.ndarray) -> np.ndarray:
+        """Round ``round_no`` (1-based) of every query, (Q, n // 2, 2) positions as shown,
+        ``-1`` = empty slot."""
+        wins, met = played.standings()
+        if self.strategy != "published":
+            history = played.comparisons(self.soft)
+            rng = round_rng(self.seed, round_no)
+            return pair_round(self.strategy, wins, met, history, rng, C=self.C)
+        nq, n = docs.shape
+        orders = published_orders([n] * nq, self.n_rounds, self.seed)[round_no - 1]
+        return published_round(
+            round_no - 1,
+            orders,
+            wins,
+            met,
+            docs.tolist(),
+            seed=self.seed,
+            sit_outs=self.sit_outs,
+            presentation=self.presentation,
+        ).pairs
 
 
 def play_round(
@@ -93,69 +149,61 @@ def play_round(
     texts: Mapping[str, str],
     played: PlayedRounds,
     judge: TextJudge,
-    *,
-    seed: int,
-    pairing: str = "swiss",
-    soft: bool = False,
-    C: float = 1.0,
+    rules: RoundRules,
 ) -> pl.DataFrame:
     """Round ``round_no`` (1-based) of every query's tournament, given the earlier rounds
-    ``played``: pair with :func:`saber_core.pairing.pair_round` (generator ``round_rng(seed,
-    round_no)``), judge, and return its judgments table."""
-    wins, met = played.standings()
-    history = played.comparisons(soft)
-    pairs = pair_round(pairing, wins, met, history, round_rng(seed, round_no), C=C)
-    return judge_pairs(round_no, pairs, query_ids, docs, texts, judge, seed)
+    ``played``: pair by ``rules`` (:meth:`RoundRules.pairs`), judge, and return its judgments
+    table."""
+    pairs = rules.pairs(round_no, played, docs)
+    return judge_pairs(
+        round_no, pairs, query_ids, docs, texts, judge, rules.seed, rules.shown_first
+    )
 
 
 def play_tournament(
     query_ids: Sequence[str],
     docs: np.ndarray,
     texts: Mapping[str, str],
-    rounds: int,
     judge: TextJudge,
-    *,
-    seed: int,
-    pairing: str = "swiss",
-    soft: bool = False,
-    C: float = 1.0,
+    rules: RoundRules,
     log: Callable[[str], None] | None = None,
-) -> tuple[AdaptiveResult, pl.DataFrame]:
-    """A whole tournament in one call (:func:`saber_core.pairing.run_pairing`, so its pairs
-    equal those of :func:`play_round` played round by round); returns the result (strengths
-    fitted as played) and all judgments as one table."""
+) -> pl.DataFrame:
+    """A whole tournament of ``rules.n_rounds`` rounds, round after round as
+    :func:`play_round` plays them (so its pairs equal the round assets'); all judgments as
+    one table."""
     tables: list[pl.DataFrame] = []
-
-    def judge_round(r: int, pairs: np.ndarray) -> np.ndarray:
-        table = judge_pairs(r + 1, pairs, query_ids, docs, texts, judge, seed)
-        tables.append(table)
+    for r in range(1, rules.n_rounds + 1):
+        played = PlayedRounds.from_frame(
+            pl.concat(tables) if tables else None, query_ids, docs.shape[1]
+        )
+        tables.append(play_round(r, query_ids, docs, texts, played, judge, rules))
         if log:
-            log(f"round {r + 1}/{rounds}: {table.height} pairs")
-        out = np.full(pairs.shape[:2], np.nan)
-        filled = np.nonzero(pairs[..., 0] >= 0)
-        out[filled] = table["p_a"].fill_null(np.nan).to_numpy()
-        return out
-
-    result = run_pairing(
-        len(query_ids),
-        docs.shape[1],
-        rounds,
-        judge_round,
-        seed=seed,
-        strategy=pairing,
-        soft=soft,
-        C=C,
-    )
-    return result, pl.concat(tables) if tables else pl.DataFrame()
+            log(f"round {r}/{rules.n_rounds}: {tables[-1].height} pairs")
+    return pl.concat(tables) if tables else pl.DataFrame()
 
 
 def rating_table(
-    query_ids: Sequence[str], docs: np.ndarray, played: PlayedRounds, soft: bool, C: float
+    query_ids: Sequence[str],
+    docs: np.ndarray,
+    played: PlayedRounds,
+    soft: bool,
+    C: float,
+    fit: str = "exact",
 ) -> pl.DataFrame:
     """Bradley–Terry ratings of every pool candidate: ``query_id, position, doc_id, strength,
-    rating`` (min–max to [0, 5] per query), ``games`` (decided) and Swiss ``wins``."""
+    rating`` (min–max to [0, 5] per query), ``games`` (decided) and Swiss ``wins``.
+
+    ``fit``: ``exact`` (the penalized optimum, :func:`saber_core.bradley_terry.fit_bradley_terry`)
+    or ``sklearn_lbfgs`` (the published scikit-learn fit, stopped early; a candidate without a
+    game gets NaN, :func:`saber_core.sabermath.bradley_terry.published_strengths`).
+    """
     comparisons = played.comparisons(soft)
-    beta = fit_bradley_terry(comparisons, C=C)
+    if fit == "sklearn_lbfgs":
+        beta = published_strengths(comparisons, C=C)
+        rating = relevance_scores(beta)
+    else:
+        beta = fit_bradley_terry(comparisons, C=C)
+        rating = rescale_ratings(beta)
     wins, _ = played.standings()
     nq, n = docs.shape
     return pl.DataFrame(
@@ -164,7 +212,7 @@ def rating_table(
             "position": np.tile(np.arange(n), nq),
             "doc_id": docs.ravel(),
             "strength": beta.ravel(),
-            "rating": rescale_ratings(beta).ravel(),
+            "rating": rating.ravel(),
             "games": comparisons.games().ravel().astype(np.int64),
             "wins": wins.ravel(),
         },
@@ -172,15 +220,26 @@ def rating_table(
     )
 
 
-def tournament_violations(table: pl.DataFrame) -> dict[str, int]:
+def tournament_violations(table: pl.DataFrame, shown_first: str = "pool_order") -> dict[str, int]:
     """Rule violations of a judgments table: a candidate playing twice in a round
-    (``double_plays``), a pair meeting twice (``rematches``), ``pos_a ≥ pos_b``
-    (``misordered``)."""
+    (``double_plays``), a pair meeting twice in either order (``rematches``), a pair not shown
+    in the order ``shown_first`` names (``misordered``: ``pool_order`` wants ``pos_a < pos_b``,
+    ``smaller_id`` wants ``cand_a < cand_b`` as strings, ``seeded_random`` has no rule)."""
     plays = pl.concat(
         [table.select("query_id", "round", pl.col(c).alias("pos")) for c in ("pos_a", "pos_b")]
     )
+    pair = pl.struct(
+        "query_id",
+        pl.min_horizontal("pos_a", "pos_b").alias("low"),
+        pl.max_horizontal("pos_a", "pos_b").alias("high"),
+    )
+    wrong = {
+        "pool_order": pl.col("pos_a") >= pl.col("pos_b"),
+        "smaller_id": pl.col("cand_a") >= pl.col("cand_b"),
+        "seeded_random": pl.lit(False),
+    }[shown_first]
     return {
         "double_plays": plays.filter(pl.struct("query_id", "round", "pos").is_duplicated()).height,
-        "rematches": table.filter(pl.struct("query_id", "pos_a", "pos_b").is_duplicated()).height,
-        "misordered": table.filter(pl.col("pos_a") >= pl.col("pos_b")).height,
+        "rematches": table.filter(pair.is_duplicated()).height,
+        "misordered": table.filter(wrong).height,
     }

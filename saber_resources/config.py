@@ -25,7 +25,9 @@ import dagster as dg
 import pydantic
 import yaml
 
+from saber_core.construction import CHOICES, Construction, resolve
 from saber_core.pools import PoolConfig
+from saber_core.sabermath.options import DOMAIN_MAP, DOMAIN_QUOTAS
 from saber_resources.paths import SaberPaths, profile_path
 
 
@@ -87,6 +89,54 @@ PoolSettings = config_section(
 )
 
 
+def _step(step: str, doc: str):
+    """An optional construction step (None = the method preset's choice; values checked by
+    ``saber_core.construction.resolve``, one of ``CHOICES[step]``)."""
+    return (str | None, pydantic.Field(default=None, description=f"{step}: {doc}"))
+
+
+ConstructionSettings = pydantic.create_model(
+    "ConstructionSettings",
+    __base__=dg.Config,
+    __doc__="The construction step by step (None = the preset of ``method``; see "
+    "``saber_core.construction``), the published-defect fixes, the global threshold quantile, "
+    "domain quotas and the tag → domain map.",
+    ontology_source=_step("ontology_source", "tag_paths (path tree of the tags) | node_file"),
+    tag_cleanup=_step("tag_cleanup", "published (ancestors removed) | dedupe"),
+    ic=_step("ic", "corpus_frequency | seco"),
+    bma=_step("bma", "pooled | mean_of_means"),
+    tokenizer=_step("tokenizer", "sabermath | platform"),
+    precision=_step("precision", "float16 | float32"),
+    thresholds=_step("thresholds", "global_percentile | per_query"),
+    targets=_step("targets", "eligible_rows | sampled_queries"),
+    group_choice=_step("group_choice", "random_sample | top_score"),
+    near_duplicates=_step("near_duplicates", "keep | exclude"),
+    domains=_step("domains", "multi_label | single"),
+    swiss=_step("swiss", "published | platform"),
+    bt=_step("bt", "sklearn_lbfgs | exact"),
+    sabermath_fixes=(list[str], pydantic.Field(default_factory=list)),
+    threshold_quantile=(float, 0.99),
+    swiss_seed=(int, 42),
+    domain_quotas=(dict[str, int], pydantic.Field(default_factory=dict)),
+    domain_map=(dict[str, str], pydantic.Field(default_factory=dict)),
+    audit_fixes=(list[str], pydantic.Field(default_factory=lambda: ["all"])),
+    audit_queries=(int, 0),
+)
+ConstructionSettings.__module__ = __name__
+
+
+def parse_quotas(quotas: Mapping[str, int]) -> tuple[tuple[tuple[str, ...], int], ...]:
+    """``{"Algebra": 150, "Algebra|Combinatorics": 50}`` → the core's quota table (keys split
+    on ``|`` and sorted; table order kept)."""
+    table = []
+    for key, count in quotas.items():
+        domains = tuple(sorted(part.strip() for part in key.split("|") if part.strip()))
+        if not domains or int(count) < 0:
+            raise ValueError(f"domain_quotas: bad entry {key!r}: {count!r}")
+        table.append((domains, int(count)))
+    return tuple(table)
+
+
 class TournamentSettings(dg.Config):
     """The pairwise judge, the pairing strategy and the Bradley–Terry fit."""
 
@@ -138,15 +188,31 @@ class BuildConfig(dg.ConfigurableResource):
     profile: str = "default"
     home: str = ".saber"
     seed: int = 0
+    method: Literal["platform", "sabermath"] = "platform"
     execution: Literal["local", "slurm"] = "local"
     inputs: InputSettings = InputSettings()
     annotation: AnnotationSettings = AnnotationSettings()
     llm: LLMSettings = LLMSettings()
     pools: PoolSettings = PoolSettings()  # type: ignore[valid-type]
+    construction: ConstructionSettings = ConstructionSettings()  # type: ignore[valid-type]
     tournament: TournamentSettings = TournamentSettings()
     slurm: SlurmSettings = SlurmSettings()
     validity: ValiditySettings = ValiditySettings()
     automation: AutomationSettings = AutomationSettings()
+
+    def construction_plan(self) -> Construction:
+        """The resolved construction: the ``method`` preset with every explicitly set step."""
+        c = self.construction
+        steps = {name: getattr(c, name) for name in CHOICES}
+        return resolve(self.method, c.sabermath_fixes, c.threshold_quantile, **steps)
+
+    def domain_quotas(self) -> tuple[tuple[tuple[str, ...], int], ...]:
+        """The final sampler's quota table: ``domain_quotas``, else the published table."""
+        return parse_quotas(self.construction.domain_quotas) or DOMAIN_QUOTAS
+
+    def domain_map(self) -> tuple[tuple[str, str], ...]:
+        """First level below the root → domain: ``domain_map``, else the published map."""
+        return tuple(self.construction.domain_map.items()) or DOMAIN_MAP
 
     def pool_config(self) -> PoolConfig:
         """The pool-selection part of the config, as the core dataclass."""

@@ -10,9 +10,9 @@ Files written to the export folder:
   topics, generator_free`` (true when the summary is human-written, not LLM-generated);
 * ``judgments.parquet`` — the same columns for every judge (:data:`JUDGMENT_COLUMNS`):
   ``query_id, round, slot, pos_a, pos_b, cand_a, cand_b, winner (a|b|null), p_a, raw,
-  drop_reason, call_keys, input_hash, seed``, the judge's provenance ``judge_kind, judge_model,
-  judge_model_hash, judge_backend, prompt_id, prompt_hash, sampling_params`` (null where not
-  applicable) and the lineage columns;
+  drop_reason, call_keys, input_hash, seed, shown_first`` (``a`` is shown first; the rule), the
+  judge's provenance ``judge_kind, judge_model, judge_model_hash, judge_backend, prompt_id,
+  prompt_hash, sampling_params`` (null where not applicable) and the lineage columns;
 * ``beir/`` — ``corpus.jsonl`` (``_id, title, text`` with text = the full
   ``Problem: …\\n\\nSolution: …``), ``queries.jsonl`` (``_id, text`` = the problem statement) and
   ``qrels/test.tsv`` with graded integer labels ``round_half_up(rating)`` in 0..5 for every
@@ -45,6 +45,7 @@ JUDGMENT_SCHEMA = {
     "call_keys": pl.String,
     "input_hash": pl.String,
     "seed": pl.Int64,
+    "shown_first": pl.String,
     **dict.fromkeys(PROVENANCE_COLUMNS, pl.String),
 }
 JUDGMENT_COLUMNS = [*JUDGMENT_SCHEMA, *LINEAGE_COLUMNS]

@@ -18,18 +18,17 @@ import polars as pl
 
 from saber_assets.discovery import score_matrix
 from saber_assets.tables import corpus_texts, matrix_path, pool_matrix
-from saber_assets.tournament import bound_judge, pairing_settings, with_provenance
+from saber_assets.tournament import bound_judge, pairing_settings, round_rules, with_provenance
 from saber_assets.validity.report import (
     recipe_plot,
     round_robin_plot,
     triage_plot,
     validity_markdown,
 )
-from saber_core.bradley_terry import rescale_ratings
 from saber_core.comparisons import PlayedRounds
 from saber_core.corpus import full_text_expr
 from saber_core.discovery import pool_frames, select_pools
-from saber_core.judgment_table import play_tournament, tournament_violations
+from saber_core.judgment_table import play_tournament, rating_table, tournament_violations
 from saber_core.text import TOKENIZER_VERSION, build_token_matrix, jaccard_dense_block, pool_jaccard
 from saber_core.validity import (
     bootstrap_intervals,
@@ -153,25 +152,16 @@ def _recipe_comparison(context, build, store, judge, slurm, corpus, pools, own, 
     grouped = pools.group_by("query_id", maintain_order=True).agg("doc_id")
     query_ids, docs = grouped["query_id"].to_list(), np.array(grouped["doc_id"].to_list(), object)
     bound = bound_judge(context, build, store, judge, slurm, "recipe_sensitivity")
-    result, judgments = play_tournament(
-        query_ids,
-        docs,
-        corpus_texts(corpus),
-        t.rounds,
-        bound,
-        seed=build.seed,
-        pairing=t.pairing,
-        soft=t.bt_soft,
-        C=t.bt_c,
-        log=bound.log,
-    )
+    rules = round_rules(build)
+    judgments = play_tournament(query_ids, docs, corpus_texts(corpus), bound, rules, bound.log)
     s = bound.stats
     fail_on_backend_errors("recipe tournament", s.errors, s.calls, s.hits)
-    alt = rescale_ratings(result.strengths)
+    played = PlayedRounds.from_frame(judgments, query_ids, docs.shape[1])
+    fit = build.construction_plan().bt
+    rated = rating_table(query_ids, docs, played, t.bt_soft, t.bt_c, fit)
+    alt = rated["rating"].to_numpy().reshape(docs.shape)
     pools = pools.with_columns(
-        pl.Series("strength", result.strengths.ravel()),
-        pl.Series("rating", alt.ravel()),
-        pl.lit(other).alias("summary_origin"),
+        rated["strength"], rated["rating"], pl.lit(other).alias("summary_origin")
     )
     mine = ratings.filter(pl.col("query_id").is_in(picked)).group_by(
         "query_id", maintain_order=True
@@ -258,7 +248,7 @@ def _recipe_checks(build: BuildConfig):
         size = build.pool_config().pool_size
         bad_size = pools.group_by("query_id").len().filter(pl.col("len") != size).height
         self_rows = pools.filter(pl.col("query_id") == pl.col("doc_id")).height
-        bad = tournament_violations(t)
+        bad = tournament_violations(t, t["shown_first"][0])
         return [
             check(
                 "recipe_tournament_valid",

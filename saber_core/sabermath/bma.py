@@ -161,8 +161,9 @@ def _best_match_row(index: BmaIndex, node: int, out: np.ndarray) -> None:
         out[index.holder_lists[index.holder_ptr[node] : index.holder_ptr[node + 1]]] = 1.0
 
 
-def _rows_against_all(index: BmaIndex, row_lists: np.ndarray) -> np.ndarray:
-    """float64 BMA of non-empty distinct lists against every distinct list, (rows, n_lists)."""
+def _rows_against_all(index: BmaIndex, row_lists: np.ndarray, pooled: bool = True) -> np.ndarray:
+    """float64 BMA of non-empty distinct lists against every distinct list, (rows, n_lists);
+    ``pooled=False``: the mean of the two means, ``½ (h_A / |A| + h_B / |B|)``."""
     ptr, lengths = index.list_ptr, index.list_lengths
     row_positions = [index.list_flat[ptr[r] : ptr[r + 1]] for r in row_lists]
     used = np.unique(np.concatenate(row_positions))  # positions into index.nodes
@@ -191,6 +192,13 @@ def _rows_against_all(index: BmaIndex, row_lists: np.ndarray) -> np.ndarray:
             total += row_best[positions[:, j]]
         half_cols[ids] = total
 
+    if not pooled:
+        half_rows /= lengths[row_lists][:, None].astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):  # empty column lists: 0 below
+            half_rows += half_cols.T / lengths[None, :].astype(np.float64)
+        half_rows *= 0.5
+        half_rows[:, lengths == 0] = 0.0
+        return half_rows
     n = lengths[row_lists][:, None].astype(np.float64) + lengths[None, :]
     half_rows /= n
     half_rows += half_cols.T / n  # h_A / n ≥ +0.0, so the sum is never −0.0
@@ -198,7 +206,11 @@ def _rows_against_all(index: BmaIndex, row_lists: np.ndarray) -> np.ndarray:
 
 
 def bma_block(
-    index: BmaIndex, rows: np.ndarray, row_chunk: int = 16, dtype: type = np.float16
+    index: BmaIndex,
+    rows: np.ndarray,
+    row_chunk: int = 16,
+    dtype: type = np.float16,
+    pooled: bool = True,
 ) -> np.ndarray:
     """BMA of each document ``rows[i]`` against every document, (len(rows), n_docs).
 
@@ -206,7 +218,8 @@ def bma_block(
     ``root_self_similarity`` flag selects the diagonal); 0 where either list is empty. ``dtype``
     float16 gives the stored value, float64 the value before storage. Distinct row lists are
     processed ``row_chunk`` at a time: memory ≈ (4 · row_chunk + distinct row tags) × distinct
-    lists float64, plus the output.
+    lists float64, plus the output. ``pooled=False`` gives the platform's mean of the two means
+    ``½ (h_A / |A| + h_B / |B|)`` instead (same kernel, IC and Lin).
     """
     rows = np.asarray(rows, dtype=np.int64)
     row_lists, row_inverse = np.unique(index.list_of_doc[rows], return_inverse=True)
@@ -216,5 +229,5 @@ def bma_block(
     filled = filled[np.argsort(row_lengths[filled], kind="stable")]  # little padding per chunk
     for start in range(0, len(filled), row_chunk):
         part = filled[start : start + row_chunk]
-        result[part] = _rows_against_all(index, row_lists[part])
+        result[part] = _rows_against_all(index, row_lists[part], pooled)
     return result[row_inverse][:, index.list_of_doc]

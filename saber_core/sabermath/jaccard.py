@@ -16,7 +16,7 @@ correctly rounded value as Python's ``len(A & B) / len(A | B)``), then float16.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,13 +89,17 @@ class IdeaTokens:
         return self.matrix.shape[0]
 
 
-def idea_tokens(ideas: Sequence[str]) -> IdeaTokens:
-    """The token set of every idea (:func:`tokenize`, as a set) as an :class:`IdeaTokens`."""
+def idea_tokens(
+    ideas: Sequence[str], tokenizer: Callable[[str], Iterable[str]] | None = None
+) -> IdeaTokens:
+    """The token set of every idea (:func:`tokenize`, or ``tokenizer``, as a set) as an
+    :class:`IdeaTokens`."""
+    split = tokenizer or tokenize
     vocabulary: dict[str, int] = {}
     indptr = [0]
     indices: list[int] = []
     for idea in ideas:
-        ids = {vocabulary.setdefault(t, len(vocabulary)) for t in tokenize(idea)}
+        ids = {vocabulary.setdefault(t, len(vocabulary)) for t in split(idea)}
         indices.extend(sorted(ids))
         indptr.append(len(indices))
     matrix = sp.csr_matrix(

@@ -12,14 +12,18 @@ Per query (a target) and round, with standings = wins so far (no bye points):
    :func:`saber_core.tournament.repair_round`, only what it cannot place sits out);
 3. a pair is stored as ``tuple(sorted(ids))``: ids are strings, so the lexicographically smaller
    id (``"10"`` before ``"9"``) is always Sample 1 (fix ``presentation``: a seeded random order
-   per pair, drawn from ``np.random.default_rng(seed)`` in scheduling order);
+   per pair — ``np.random.default_rng([seed, PRESENTATION_STREAM, round, query])``, one draw per
+   pair in formation order, so a round's orders never depend on other rounds or queries);
 4. a pair counts as met once scheduled; the judge decides each pair, an unparsable answer or an
    error is retried once after the round's batch, a pair failing twice is dropped (no result, but
    still met); the winner gets +1.
 
 Call order (the driver): queries are played ``batch_size`` = 200 at a time; for each batch, every
 round shuffles the queries in order. (The published driver started at target 200,
-``range(200, len, 200)``: pass ``candidate_ids[200:]`` to reproduce that run.)
+``range(200, len, 200)``: pass ``candidate_ids[200:]`` to reproduce that run.) A shuffle
+consumes the generator according to the list's length only, so every round's shuffled orders
+follow from the pool sizes alone (:func:`published_orders`): a round can be paired on its own
+(:func:`published_round`, what the build's round assets do) and still match the driver.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ import numpy as np
 from saber_core.comparisons import Comparisons
 from saber_core.sabermath.options import SWISS_BATCH, SWISS_ROUNDS, SWISS_SEED, SWISS_WINDOW
 from saber_core.tournament import repair_round
+
+PRESENTATION_STREAM = 10  # the presentation fix's generators: default_rng([seed, 10, r, q])
 
 SwissJudge = Callable[[int, int, np.ndarray], np.ndarray]
 """``judge(round, attempt, matches)``: ``matches`` (k, 3) int64 rows ``(query, sample 1,
@@ -139,6 +145,73 @@ def _checked_ids(candidate_ids: Sequence[Sequence[str]]) -> list[list[str]]:
     return ids
 
 
+def published_orders(
+    pool_sizes: Sequence[int],
+    n_rounds: int = SWISS_ROUNDS,
+    seed: int = SWISS_SEED,
+    batch_size: int = SWISS_BATCH,
+) -> list[list[list[int]]]:
+    """``orders[r][q]``: query ``q``'s candidate positions as shuffled for round ``r`` by the
+    published driver (one ``random.Random(seed)``; batches of ``batch_size`` queries, all rounds
+    of a batch before the next), before the sort by wins."""
+    shuffler = random.Random(seed)
+    orders: list[list[list[int]]] = [[[] for _ in pool_sizes] for _ in range(n_rounds)]
+    for first in range(0, len(pool_sizes), batch_size):
+        for r in range(n_rounds):
+            for q in range(first, min(first + batch_size, len(pool_sizes))):
+                order = list(range(pool_sizes[q]))
+                shuffler.shuffle(order)
+                orders[r][q] = order
+    return orders
+
+
+@dataclass(frozen=True)
+class PublishedRound:
+    """One round for every query: ``pairs`` (Q, m, 2) positions as presented ``[Sample 1,
+    Sample 2]`` in formation order (−1 = empty slot), ``reversed`` (Q, m) Sample 1 is the larger
+    id (the presentation fix only), ``sat_out`` (Q, n) candidates without a game."""
+
+    pairs: np.ndarray
+    reversed: np.ndarray
+    sat_out: np.ndarray
+
+
+def published_round(
+    round_index: int,
+    orders: Sequence[Sequence[int]],
+    wins: np.ndarray,
+    met: np.ndarray,
+    ids: Sequence[Sequence[str]],
+    *,
+    seed: int = SWISS_SEED,
+    window: int = SWISS_WINDOW,
+    sit_outs: bool = False,
+    presentation: bool = False,
+) -> PublishedRound:
+    """Pair round ``round_index`` (0-based) of every query: ``orders[q]`` the round's shuffled
+    positions (:func:`published_orders`), stably sorted by ``wins[q]`` ascending, then the greedy
+    of :func:`pair_swiss_round` on ``met`` (Q, n, n); Sample 1 = the smaller id as a string, or
+    (``presentation``) a seeded random side (module docstring)."""
+    n_queries, n = wins.shape
+    m = n // 2
+    pairs = np.full((n_queries, m, 2), -1, dtype=np.int64)
+    flipped = np.zeros((n_queries, m), dtype=bool)
+    sat_out = np.zeros((n_queries, n), dtype=bool)
+    for q in range(n_queries):
+        order = sorted(orders[q], key=wins[q].tolist().__getitem__)
+        formed, left = pair_swiss_round(order, met[q], window, sit_outs)
+        sat_out[q, left] = True
+        shown = [(x, y) if ids[q][x] < ids[q][y] else (y, x) for x, y in formed]
+        if presentation and shown:
+            rng = np.random.default_rng([seed, PRESENTATION_STREAM, round_index, q])
+            flip = rng.random(len(shown)) < 0.5
+            shown = [(y, x) if f else (x, y) for (x, y), f in zip(shown, flip, strict=True)]
+            flipped[q, : len(shown)] = flip
+        if shown:
+            pairs[q, : len(shown)] = shown
+    return PublishedRound(pairs, flipped, sat_out)
+
+
 def play_published_swiss(
     candidate_ids: Sequence[Sequence[str]],
     judge: SwissJudge,
@@ -154,15 +227,14 @@ def play_published_swiss(
 
     ``judge`` is called once per batch and round with all scheduled matches (attempt 0), then with
     the failed ones (attempt 1); see :data:`SwissJudge`. ``sit_outs`` and ``presentation`` are the
-    fixes. All randomness: ``random.Random(seed)`` (shuffles) and, for ``presentation``,
-    ``np.random.default_rng(seed)`` (orders).
+    fixes. All randomness: ``random.Random(seed)`` (shuffles, :func:`published_orders`) and, for
+    ``presentation``, one generator per round and query.
     """
     ids = _checked_ids(candidate_ids)
     n_queries = len(ids)
     n = max((len(pool) for pool in ids), default=0)
     m = n // 2
-    shuffler = random.Random(seed)
-    orderer = np.random.default_rng(seed)
+    orders = published_orders([len(pool) for pool in ids], n_rounds, seed, batch_size)
     wins = np.zeros((n_queries, n))
     met = np.zeros((n_queries, n, n), dtype=bool)
     pairs = np.full((n_rounds, n_queries, m, 2), -1, dtype=np.int64)
@@ -170,30 +242,31 @@ def play_published_swiss(
     outcomes = np.full((n_rounds, n_queries, m), np.nan)
     sat_out = np.zeros((n_rounds, n_queries, n), dtype=bool)
     for first_query in range(0, n_queries, batch_size):
-        batch = range(first_query, min(first_query + batch_size, n_queries))
+        batch = np.arange(first_query, min(first_query + batch_size, n_queries))
         for r in range(n_rounds):
-            scheduled: list[tuple[int, int, int, int]] = []  # (query, slot, sample 1, sample 2)
-            for q in batch:
-                order = list(range(len(ids[q])))
-                shuffler.shuffle(order)
-                order.sort(key=wins[q].tolist().__getitem__)
-                formed, left = pair_swiss_round(order, met[q], window, sit_outs)
-                sat_out[r, q, left] = True
-                for slot, (x, y) in enumerate(formed):
-                    met[q, x, y] = met[q, y, x] = True
-                    scheduled.append((q, slot, *((x, y) if ids[q][x] < ids[q][y] else (y, x))))
-            if not scheduled:
+            played = published_round(
+                r,
+                [orders[r][q] for q in batch],
+                wins[batch],
+                met[batch],
+                [ids[q] for q in batch],
+                seed=seed,
+                window=window,
+                sit_outs=sit_outs,
+                presentation=presentation,
+            )
+            sat_out[r, batch] = played.sat_out
+            local, slots = np.nonzero(played.pairs[..., 0] >= 0)
+            if not len(local):
                 continue
-            table = np.array(scheduled, dtype=np.int64)
-            queries, slots = table[:, 0], table[:, 1]
-            if presentation:
-                flip = orderer.random(len(table)) < 0.5
-                table[flip, 2:] = table[flip, 3:1:-1]
-                flipped[r, queries, slots] = flip
-            pairs[r, queries, slots] = table[:, 2:]
-            result = _judge_with_retry(judge, r, table[:, [0, 2, 3]])
+            queries = batch[local]
+            table = np.column_stack([queries, played.pairs[local, slots]])
+            pairs[r, queries, slots] = table[:, 1:]
+            flipped[r, queries, slots] = played.reversed[local, slots]
+            met[queries, table[:, 1], table[:, 2]] = met[queries, table[:, 2], table[:, 1]] = True
+            result = _judge_with_retry(judge, r, table)
             outcomes[r, queries, slots] = result
             decided = ~np.isnan(result)
-            winner = np.where(result == 1.0, table[:, 2], table[:, 3])
+            winner = np.where(result == 1.0, table[:, 1], table[:, 2])
             np.add.at(wins, (queries[decided], winner[decided]), 1.0)
     return PublishedSwissResult(pairs, flipped, outcomes, sat_out, wins)

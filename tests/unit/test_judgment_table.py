@@ -8,14 +8,16 @@ import polars as pl
 import pytest
 
 from saber_core.bradley_terry import fit_bradley_terry, rescale_ratings
-from saber_core.comparisons import PlayedRounds
+from saber_core.comparisons import PlayedRounds, hard_outcomes
 from saber_core.judgment_table import (
+    RoundRules,
     judge_pairs,
     play_round,
     play_tournament,
     rating_table,
     tournament_violations,
 )
+from saber_core.pairing import run_pairing
 
 
 @dataclass
@@ -68,36 +70,81 @@ def test_judge_pairs_records_every_filled_slot():
 
 
 @pytest.mark.parametrize(("pairing", "soft"), [("swiss", False), ("information", True)])
-def test_round_by_round_equals_one_call(pairing, soft):
+def test_round_by_round_equals_one_call_and_the_core_strategy(pairing, soft):
     query_ids, docs, texts = make_texts(3, 10)
+    rules = RoundRules(strategy=pairing, seed=3, soft=soft, n_rounds=4)
     tables = []
     for r in range(1, 5):
         played = PlayedRounds.from_frame(pl.concat(tables) if tables else None, query_ids, 10)
-        table = play_round(
-            r,
-            query_ids,
-            docs,
-            texts,
-            played,
-            strength_judge([]),
-            seed=3,
-            pairing=pairing,
-            soft=soft,
-        )
-        tables.append(table)
-    result, whole = play_tournament(
-        query_ids, docs, texts, 4, strength_judge([]), seed=3, pairing=pairing, soft=soft
-    )
+        tables.append(play_round(r, query_ids, docs, texts, played, strength_judge([]), rules))
+    whole = play_tournament(query_ids, docs, texts, strength_judge([]), rules)
     by_round = pl.concat(tables)
     assert whole.equals(by_round)
+    # the same pairs as the core's run_pairing with the same judge and seed
+    judge = strength_judge([])
+
+    def probabilities(r, pairs):
+        q, slot = np.nonzero(pairs[..., 0] >= 0)
+        a = [f"d{i}_{p}" for i, p in zip(q, pairs[q, slot, 0], strict=True)]
+        b = [f"d{i}_{p}" for i, p in zip(q, pairs[q, slot, 1], strict=True)]
+        out = np.full(pairs.shape[:2], np.nan)
+        out[q, slot] = judge(a, a, b).p_first
+        return out
+
+    result = run_pairing(3, 10, 4, probabilities, seed=3, strategy=pairing, soft=soft)
+    filled = result.pairs[..., 0] >= 0
+    assert by_round.select("pos_a", "pos_b").rows() == [tuple(p) for p in result.pairs[filled]]
     played = PlayedRounds.from_frame(by_round, query_ids, 10)
     np.testing.assert_allclose(result.strengths, fit_bradley_terry(played.comparisons(soft)))
     assert tournament_violations(by_round) == {"double_plays": 0, "rematches": 0, "misordered": 0}
 
 
+@pytest.mark.parametrize("fixes", [(), ("sit_outs",), ("presentation",)])
+def test_published_rounds_one_by_one_equal_the_published_tournament(fixes):
+    """The round assets pair each published round on its own; the result equals the published
+    driver's whole-tournament loop (itself checked against a port of the authors' code)."""
+    from saber_core.sabermath.swiss import play_published_swiss
+
+    query_ids, docs, texts = make_texts(3, 12)
+    rules = RoundRules(
+        strategy="published",
+        seed=42,
+        n_rounds=8,
+        sit_outs="sit_outs" in fixes,
+        presentation="presentation" in fixes,
+    )
+    table = play_tournament(query_ids, docs, texts, strength_judge([]), rules)
+    judge = strength_judge([])
+
+    def published_judge(r, attempt, matches):
+        q, a, b = matches[:, 0], matches[:, 1], matches[:, 2]
+        first = [docs[i, x] for i, x in zip(q, a, strict=True)]
+        second = [docs[i, x] for i, x in zip(q, b, strict=True)]
+        return hard_outcomes(judge(first, first, second).p_first)
+
+    expected = play_published_swiss(
+        docs.tolist(),
+        published_judge,
+        n_rounds=8,
+        seed=42,
+        sit_outs=rules.sit_outs,
+        presentation=rules.presentation,
+    )
+    filled = expected.pairs[..., 0] >= 0
+    _, q, _ = np.nonzero(filled)
+    assert table.select("pos_a", "pos_b").rows() == [tuple(p) for p in expected.pairs[filled]]
+    assert table["query_id"].to_list() == [query_ids[i] for i in q]
+    np.testing.assert_array_equal(
+        table["outcome"].fill_null(np.nan).to_numpy(), expected.outcomes[filled]
+    )
+    assert tournament_violations(table, rules.shown_first)["misordered"] == 0
+
+
 def test_rating_table_is_the_rescaled_fit_with_games_and_wins():
     query_ids, docs, texts = make_texts(2, 8)
-    _, table = play_tournament(query_ids, docs, texts, 3, strength_judge([]), seed=1)
+    table = play_tournament(
+        query_ids, docs, texts, strength_judge([]), RoundRules(seed=1, n_rounds=3)
+    )
     played = PlayedRounds.from_frame(table, query_ids, 8)
     ratings = rating_table(query_ids, docs, played, soft=False, C=1.0)
     beta = fit_bradley_terry(played.comparisons(False))
@@ -127,6 +174,9 @@ def test_tournament_violations_are_counted():
     )
     # round 1: candidate 0 plays twice; round 2: (2, 1) and (3, 0) are written larger id first
     assert tournament_violations(table) == {"double_plays": 2, "rematches": 0, "misordered": 2}
+    ids = table.with_columns(cand_a=pl.format("d{}", "pos_a"), cand_b=pl.format("d{}", "pos_b"))
+    assert tournament_violations(ids, "smaller_id")["misordered"] == 2
+    assert tournament_violations(ids, "seeded_random")["misordered"] == 0
     rematch = pl.DataFrame(
         {"query_id": ["q", "q"], "round": [1, 2], "pos_a": [0, 0], "pos_b": [1, 1]}
     )

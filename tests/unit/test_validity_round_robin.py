@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 from scipy.stats import kendalltau
 
-from saber_core.judgment_table import play_tournament
+from saber_core.judgment_table import RoundRules, play_tournament
 from saber_core.validity_round_robin import round_robin_agreement, round_robin_sample
 
 
@@ -58,7 +58,9 @@ def test_agreement_equals_a_reference_recomputation(soft):
     docs = np.array([[f"{q}_{j}" for j in range(8)] for q in query_ids], dtype=object)
     texts = {x: x for x in [*query_ids, *docs.ravel().tolist()]}
     strength = {d: rng.normal(0, 1.5) for d in docs.ravel()}
-    _, swiss = play_tournament(query_ids, docs, texts, 3, judge_from(strength, []), seed=0)
+    swiss = play_tournament(
+        query_ids, docs, texts, judge_from(strength, []), RoundRules(n_rounds=3)
+    )
     asked: list[int] = []
     out = round_robin_agreement(query_ids, docs, texts, swiss, judge_from(strength, asked),
                                 k=2, seed=5, soft=soft)  # fmt: skip

@@ -1,0 +1,233 @@
+"""How a benchmark is constructed, step by step: one named option per step, two presets.
+
+``method: sabermath`` is the published construction (nygeorgiev/sabermath @ 9f015a7,
+``build_benchmark/``; SABERMATH-METHOD.md), ``method: platform`` this platform's first variant.
+A preset fills every step the user did not set; every resolved value is recorded in the stage
+fingerprints and the build report.
+
+=====================  ========================  =========================  ===================
+step                   option                    sabermath (published)      platform
+=====================  ========================  =========================  ===================
+ontology               ``ontology_source``       ``tag_paths``: the path    ``node_file``: the
+                                                 tree of the corpus' tags   DAG of a node file
+tag clean-up           ``tag_cleanup``           ``published``: ancestors   ``dedupe``
+                                                 removed (next tag only)
+information content    ``ic``                    ``corpus_frequency``       ``seco`` (intrinsic)
+topic similarity       ``bma``                   ``pooled``                 ``mean_of_means``
+summary tokens         ``tokenizer``             ``sabermath`` (ASCII,      ``platform`` (NFKC,
+                                                 sklearn + 30 math stop     own stop list,
+                                                 words, ∅∅ → 1)             ∅∅ → 0)
+score precision        ``precision``             ``float16``                ``float32``
+thresholds             ``thresholds``            ``global_percentile`` (q   ``per_query``
+                                                 over all ordered pairs)    quantiles
+targets                ``targets``               ``eligible_rows`` (every   ``sampled_queries``
+                                                 row whose groups fill)     (balanced first)
+choice in a group      ``group_choice``          ``random_sample``          ``top_score``
+near-duplicates        ``near_duplicates``       ``keep``                   ``exclude``
+domains                ``domains``               ``multi_label`` + quotas   ``single``
+Swiss pairing          ``swiss``                 ``published``              ``platform``
+Bradley–Terry fit      ``bt``                    ``sklearn_lbfgs``          ``exact``
+=====================  ========================  =========================  ===================
+
+The published defects have opt-in fixes (``fixes``; :data:`saber_core.sabermath.options.FIXES`);
+a fix applies to the published variant of its step.
+
+Two discovery engines carry the steps: ``all_pairs`` (``thresholds: global_percentile`` with
+``targets: eligible_rows``: every ordered pair of the corpus is scored) and ``per_query``
+(``per_query`` with ``sampled_queries``: queries first, then a query × corpus matrix). Each
+supports the step variants of :data:`SUPPORTED`; :meth:`Construction.validate` names the
+conflicting options of anything else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from saber_core.sabermath.options import FIXES, THRESHOLD_QUANTILE, parse_fixes
+
+STEPS = (
+    "ontology_source",
+    "tag_cleanup",
+    "ic",
+    "bma",
+    "tokenizer",
+    "precision",
+    "thresholds",
+    "targets",
+    "group_choice",
+    "near_duplicates",
+    "domains",
+    "swiss",
+    "bt",
+)
+CHOICES: dict[str, tuple[str, str]] = {  # (sabermath, platform)
+    "ontology_source": ("tag_paths", "node_file"),
+    "tag_cleanup": ("published", "dedupe"),
+    "ic": ("corpus_frequency", "seco"),
+    "bma": ("pooled", "mean_of_means"),
+    "tokenizer": ("sabermath", "platform"),
+    "precision": ("float16", "float32"),
+    "thresholds": ("global_percentile", "per_query"),
+    "targets": ("eligible_rows", "sampled_queries"),
+    "group_choice": ("random_sample", "top_score"),
+    "near_duplicates": ("keep", "exclude"),
+    "domains": ("multi_label", "single"),
+    "swiss": ("published", "platform"),
+    "bt": ("sklearn_lbfgs", "exact"),
+}
+# Step variants each discovery engine implements (tournament steps work with both).
+SUPPORTED: dict[str, dict[str, tuple[str, ...]]] = {
+    "all_pairs": {
+        "ontology_source": ("tag_paths", "node_file"),
+        "tag_cleanup": ("published", "dedupe"),
+        "ic": ("corpus_frequency", "seco"),
+        "bma": ("pooled", "mean_of_means"),
+        "tokenizer": ("sabermath", "platform"),
+        "precision": ("float16",),
+        "group_choice": ("random_sample", "top_score"),
+        "near_duplicates": ("keep",),
+        "domains": ("multi_label", "single"),
+    },
+    "per_query": {
+        "ontology_source": ("node_file", "tag_paths"),
+        "tag_cleanup": ("dedupe", "published"),
+        "ic": ("seco",),
+        "bma": ("mean_of_means",),
+        "tokenizer": ("platform",),
+        "precision": ("float32",),
+        "group_choice": ("top_score",),
+        "near_duplicates": ("exclude", "keep"),
+        "domains": ("single",),
+    },
+}
+# The step each published-defect fix changes, and the variant it needs (a fix applies to the
+# published variant of its step; the Lin diagonal exists in the all_pairs engine only).
+FIX_STEP = {
+    "ancestor_check": "tag_cleanup",
+    "root_self_similarity": "bma",
+    "empty_idea_jaccard": "tokenizer",
+    "sit_outs": "swiss",
+    "presentation": "swiss",
+    "bt_exact": "bt",
+}
+FIX_NEEDS = {
+    "ancestor_check": ("tag_cleanup", "published"),
+    "root_self_similarity": ("targets", "eligible_rows"),
+    "empty_idea_jaccard": ("tokenizer", "sabermath"),
+    "sit_outs": ("swiss", "published"),
+    "presentation": ("swiss", "published"),
+    "bt_exact": ("bt", "sklearn_lbfgs"),
+}
+
+
+@dataclass(frozen=True)
+class Construction:
+    """Every step's resolved option, the fixes and the threshold quantile (module docstring)."""
+
+    method: str
+    ontology_source: str
+    tag_cleanup: str
+    ic: str
+    bma: str
+    tokenizer: str
+    precision: str
+    thresholds: str
+    targets: str
+    group_choice: str
+    near_duplicates: str
+    domains: str
+    swiss: str
+    bt: str
+    fixes: tuple[str, ...] = ()
+    threshold_quantile: float = THRESHOLD_QUANTILE
+
+    @property
+    def engine(self) -> str:
+        """``all_pairs`` or ``per_query`` (the discovery engine the thresholds/targets name)."""
+        return "all_pairs" if self.targets == "eligible_rows" else "per_query"
+
+    def has_fix(self, fix: str) -> bool:
+        """Whether the published-defect fix ``fix`` is on."""
+        return fix in self.fixes
+
+    def validate(self) -> Construction:
+        """ValueError naming the options that no engine combines; returns ``self``."""
+        for step in STEPS:
+            value = getattr(self, step)
+            if value not in CHOICES[step]:
+                raise ValueError(f"construction: {step}={value!r}; choose one of {CHOICES[step]}")
+        pair = (self.thresholds, self.targets)
+        if pair not in (("global_percentile", "eligible_rows"), ("per_query", "sampled_queries")):
+            raise ValueError(
+                f"construction: thresholds={self.thresholds!r} with targets={self.targets!r}: "
+                "use global_percentile with eligible_rows (every ordered pair scored) or "
+                "per_query with sampled_queries"
+            )
+        for step, allowed in SUPPORTED[self.engine].items():
+            if getattr(self, step) not in allowed:
+                raise ValueError(
+                    f"construction: {step}={getattr(self, step)!r} is not available with "
+                    f"targets={self.targets!r} (the {self.engine} engine supports {allowed})"
+                )
+        for fix in self.fixes:
+            step, needed = FIX_NEEDS[fix]
+            if getattr(self, step) != needed:
+                raise ValueError(
+                    f"construction: fix {fix!r} changes the published variant; it needs "
+                    f"{step}={needed!r}, not {getattr(self, step)!r}"
+                )
+        if not 0.0 < self.threshold_quantile < 1.0:
+            raise ValueError("construction: threshold_quantile must be in (0, 1)")
+        return self
+
+    def as_provenance(self) -> dict[str, object]:
+        """Every field, JSON-ready."""
+        values = asdict(self)
+        values["fixes"] = list(self.fixes)
+        return values
+
+    def step_provenance(self, *steps: str) -> dict[str, object]:
+        """The named steps and the fixes that change them (for one stage's fingerprint)."""
+        out: dict[str, object] = {step: getattr(self, step) for step in steps}
+        fixes = [f for f in self.fixes if FIX_STEP[f] in steps]
+        if fixes:
+            out["fixes"] = fixes
+        return out
+
+
+def preset(method: str) -> Construction:
+    """The construction of a preset: ``sabermath`` (published) or ``platform``."""
+    if method not in ("sabermath", "platform"):
+        raise ValueError(f"method must be 'sabermath' or 'platform', got {method!r}")
+    column = 0 if method == "sabermath" else 1
+    return Construction(method=method, **{step: CHOICES[step][column] for step in STEPS})
+
+
+def resolve(
+    method: str,
+    fixes: str | list[str] | tuple[str, ...] = (),
+    threshold_quantile: float = THRESHOLD_QUANTILE,
+    **steps: str | None,
+) -> Construction:
+    """The preset of ``method`` with the explicitly set ``steps`` (None = the preset's), the
+    fixes (validated against :data:`FIXES`) and the threshold quantile; validated."""
+    unknown = set(steps) - set(STEPS)
+    if unknown:
+        raise ValueError(f"construction: unknown step(s) {sorted(unknown)}; steps: {STEPS}")
+    chosen = {k: v for k, v in steps.items() if v is not None}
+    base = preset(method)
+    built = replace(base, **chosen, fixes=parse_fixes(fixes), threshold_quantile=threshold_quantile)
+    return built.validate()
+
+
+__all__ = [
+    "CHOICES",
+    "FIXES",
+    "FIX_NEEDS",
+    "FIX_STEP",
+    "STEPS",
+    "SUPPORTED",
+    "Construction",
+    "preset",
+    "resolve",
+]
