@@ -10,7 +10,16 @@ kept), and counted.
 import dagster as dg
 import polars as pl
 
-from saber_core.annotations import corpus_summaries, corpus_topics, summary_figures, topic_figures
+from saber_core.annotations import (
+    corpus_summaries,
+    corpus_topics,
+    raw_tag_lists,
+    rejection_error,
+    summary_figures,
+    tag_annotations,
+    topic_figures,
+)
+from saber_core.sabermath.frequency_tree import node_tree_paths
 from saber_core.text import TOKENIZER_VERSION
 from saber_resources.annotators import llm_summaries, llm_topics
 from saber_resources.config import BuildConfig
@@ -18,6 +27,7 @@ from saber_resources.llm.base import LLMBackend
 from saber_resources.llm.cache import CachedLLM, CallStats
 from saber_resources.prompts import load_prompt
 from saber_resources.slurm import SlurmDispatch, maybe_dispatcher
+from saber_resources.sources import load_ontology_frame
 from saber_resources.storage import DuckDBStore
 from saber_runtime.errors import fail_on_backend_errors
 from saber_runtime.stage import StageOutput, materialize_stage
@@ -85,6 +95,28 @@ def summaries(
     return materialize_stage(context, store, settings=fingerprint, compute=compute)
 
 
+def corpus_topic_rows(build: BuildConfig, corpus, nodes) -> tuple:
+    """The corpus' own topics as annotation rows and rejections: node ids checked against the
+    ontology, or — tag-based constructions — cleaned tag paths (``tag_cleanup``); stops with
+    the reason and the setting that fixes it when most topics are rejected."""
+    plan = build.construction_plan()
+    if plan.ontology_source == "tag_paths" or plan.engine == "all_pairs":
+        node_paths = None
+        if plan.ontology_source == "node_file":
+            frame = load_ontology_frame(build.inputs.ontology, build.inputs.synth_scale, build.seed)
+            node_paths = node_tree_paths(frame["node_id"].to_list(), frame["parent_ids"].to_list())
+        raw = raw_tag_lists(corpus, node_paths)
+        ancestor_check = plan.has_fix("ancestor_check")
+        ids = corpus["doc_id"].to_list()
+        valid, rejected = tag_annotations(ids, raw, nodes, plan.tag_cleanup, ancestor_check)
+    else:
+        valid, rejected = corpus_topics(corpus, nodes)
+    error = rejection_error(valid, rejected)
+    if error is not None:
+        raise error
+    return valid, rejected
+
+
 @dg.asset(group_name="annotation", deps=["corpus", "ontology"], kinds={"duckdb"})
 def topic_annotations(
     context: dg.AssetExecutionContext,
@@ -100,7 +132,7 @@ def topic_annotations(
         corpus, ontology = store.read_table("corpus"), store.read_table("ontology")
         nodes = ontology.select(pl.col("node_id").alias("topic_id"), "ic")
         if settings.topics == "corpus":
-            (valid, rejected), figures = corpus_topics(corpus, nodes), {}
+            (valid, rejected), figures = corpus_topic_rows(build, corpus, nodes), {}
         else:
             valid, rejected, stats = llm_topics(
                 _cached_llm(context, build, store, llm, slurm),
@@ -119,8 +151,9 @@ def topic_annotations(
             figures={**topic_figures(valid, rejected, corpus.height), **figures},
         )
 
+    plan = build.construction_plan().step_provenance("tag_cleanup", "ontology_source", "targets")
     fingerprint = (
-        {"origin": "corpus"}
+        {"origin": "corpus", **plan}
         if settings.topics == "corpus"
         else _llm_settings(
             build,

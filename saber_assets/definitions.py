@@ -6,12 +6,12 @@ import dagster as dg
 
 from saber_assets.annotation import summaries, topic_annotations
 from saber_assets.automation import build_schedules, build_sensors
-from saber_assets.discovery import candidate_pools, queries, summary_similarity, topic_similarity
+from saber_assets.discovery import discovery_assets
 from saber_assets.evaluation import leaderboard, retriever_runs
 from saber_assets.export import benchmark_export, build_report
 from saber_assets.inputs import corpus, ontology
 from saber_assets.tournament import tournament_assets
-from saber_assets.validity import rating_intervals, recipe_sensitivity, validity_report
+from saber_assets.validity import rating_intervals, recipe_sensitivity_asset, validity_report
 from saber_resources.config import BuildConfig, load_build_config
 from saber_resources.factory import make_backend, make_judge
 from saber_resources.llm.base import LLMBackend
@@ -42,14 +42,11 @@ def build_definitions(
         ontology,
         summaries,
         topic_annotations,
-        queries,
-        topic_similarity,
-        summary_similarity,
-        candidate_pools,
+        *discovery_assets(build),
         *tournament_assets(build.tournament.rounds),
         rating_intervals,
         benchmark_export,
-        recipe_sensitivity,
+        recipe_sensitivity_asset(build.construction_plan().engine),
         validity_report,
         build_report,
         retriever_runs,

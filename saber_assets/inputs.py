@@ -2,8 +2,11 @@
 
 import dagster as dg
 
+from saber_core.annotations import raw_tag_lists
 from saber_core.corpus import ValidatedCorpus, limit_corpus, validate_corpus
 from saber_core.ontology import build_ontology
+from saber_core.sabermath.databank import tree_ic
+from saber_core.sabermath.frequency_tree import build_frequency_tree, node_tree_paths, tree_frame
 from saber_resources.config import BuildConfig
 from saber_resources.sources import load_corpus_frame, load_ontology_frame, source_fingerprint
 from saber_resources.storage import DuckDBStore
@@ -75,16 +78,38 @@ def corpus(
     )
 
 
-@dg.asset(group_name="inputs", kinds={"duckdb", "networkx"})
+def _tag_tree(build: BuildConfig, corpus) -> StageOutput:
+    """The path tree of the corpus' tags (or of a node-file tree), with the chosen IC."""
+    plan = build.construction_plan()
+    node_paths = None
+    if plan.ontology_source == "node_file":
+        nodes = load_ontology_frame(build.inputs.ontology, build.inputs.synth_scale, build.seed)
+        node_paths = node_tree_paths(nodes["node_id"].to_list(), nodes["parent_ids"].to_list())
+    tree = build_frequency_tree(raw_tag_lists(corpus, node_paths))
+    table = tree_frame(tree, tree_ic(tree, plan.ic))
+    figures = {
+        "n_nodes": tree.n_nodes,
+        "tag_occurrences": tree.total,
+        "max_depth": int(tree.depths.max()),
+        "ic": plan.ic,
+        "source": f"tag paths of the corpus ({plan.ontology_source})",
+    }
+    return StageOutput({"ontology": table}, figures=figures)
+
+
+@dg.asset(group_name="inputs", deps=["corpus"], kinds={"duckdb", "networkx"})
 def ontology(
     context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
 ) -> dg.MaterializeResult:
-    """The validated topic DAG with Seco intrinsic IC and depth per node."""
-    inputs = build.inputs
+    """The topic ontology: the validated DAG of a node file (Seco IC), or — for the published
+    construction — the path tree rebuilt from the corpus' tags (corpus-frequency IC)."""
+    inputs, plan = build.inputs, build.construction_plan()
+    from_tags = plan.ontology_source == "tag_paths" or plan.engine == "all_pairs"
 
     def compute() -> StageOutput:
-        frame = load_ontology_frame(inputs.ontology, inputs.synth_scale, build.seed)
-        onto = build_ontology(frame)
+        if from_tags:
+            return _tag_tree(build, store.read_table("corpus"))
+        onto = build_ontology(load_ontology_frame(inputs.ontology, inputs.synth_scale, build.seed))
         table = onto.to_frame()
         return StageOutput(
             {"ontology": table},
@@ -96,5 +121,13 @@ def ontology(
             },
         )
 
-    source = source_fingerprint(inputs.ontology, inputs.synth_scale, build.seed)
-    return materialize_stage(context, store, settings={"ontology": source}, compute=compute)
+    source = (
+        "corpus tags"
+        if plan.ontology_source == "tag_paths"
+        else source_fingerprint(inputs.ontology, inputs.synth_scale, build.seed)
+    )
+    settings = {
+        "ontology": source,
+        **({"plan": plan.step_provenance("ontology_source", "ic", "targets")} if from_tags else {}),
+    }
+    return materialize_stage(context, store, settings=settings, compute=compute)

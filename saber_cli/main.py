@@ -32,6 +32,13 @@ def build_parser() -> argparse.ArgumentParser:
     p_build.add_argument("--profile", help="profile name or YAML path (default: SABER_PROFILE)")
     p_export = sub.add_parser("export", help="write the export of the last build to a folder")
     p_export.add_argument("--out", type=Path, required=True)
+    p_export.add_argument(
+        "--format",
+        choices=("saber", "sabermath"),
+        default="saber",
+        help="saber: queries/corpus JSONL, judgments, BEIR; sabermath: the released SaberMath "
+        "schema (queries/documents as datasets folders and parquet)",
+    )
     p_export.add_argument("--profile")
     p_synth = sub.add_parser("synth", help="write the seeded paper-shaped synthetic input")
     p_synth.add_argument("--out", type=Path, required=True)
@@ -81,11 +88,25 @@ def _with_build(args: argparse.Namespace) -> int:
 
         print(lineage_report(store, args.query, args.doc))
     else:
-        from saber_assets.export.writer import write_export
-
-        for name, rows in write_export(store, args.out).items():
-            print(f"{args.out / name}: {rows} rows")
+        _export(store, args.out, args.format)
     return 0
+
+
+def _export(store, out: Path, fmt: str) -> None:
+    import tempfile
+
+    from saber_assets.export.writer import write_export
+
+    if fmt == "saber":
+        for name, rows in write_export(store, out).items():
+            print(f"{out / name}: {rows} rows")
+        return
+    from saber_eval.sabermath_format import write_sabermath
+
+    with tempfile.TemporaryDirectory() as staging:
+        write_export(store, Path(staging))
+        for name, rows in write_sabermath(Path(staging), out).items():
+            print(f"{out / name} (+ {name}.parquet): {rows} rows")
 
 
 def main(argv: list[str] | None = None) -> int:

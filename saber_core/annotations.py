@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from saber_core.sabermath.tags import clean_tags
+
 
 def require_column(corpus: pl.DataFrame, column: str, setting: str) -> None:
     """ValueError naming the rows without ``column`` (null, blank or an empty list) and the
@@ -79,3 +81,67 @@ def topic_figures(valid: pl.DataFrame, rejected: pl.DataFrame, n_docs: int) -> d
         "n_docs_without_topics": n_docs - valid["doc_id"].n_unique(),
         "mean_topics_per_doc": float(per_doc.mean()) if per_doc.len() else 0.0,
     }
+
+
+def raw_tag_lists(corpus: pl.DataFrame, node_paths: dict[str, str] | None = None) -> list:
+    """Each row's raw tags as paths: the ``tag_paths`` column when the corpus has any, else
+    ``topics``; with ``node_paths`` (a node-file tree) node ids are mapped to their paths and
+    unknown ids kept as given (they are rejected later)."""
+    column = "tag_paths" if corpus["tag_paths"].is_not_null().any() else "topics"
+    lists = corpus[column].to_list()
+    if node_paths is None:
+        bad = [t for tags in lists for t in (tags or []) if not str(t).startswith("/")][:3]
+        if bad:
+            raise ValueError(
+                f"corpus column {column!r} holds tags that are not paths (e.g. {bad}): the "
+                "published construction reads tag paths like /Mathematics/Algebra/…; give "
+                "them, or set ontology_source: node_file (SABER_ONTOLOGY_SOURCE=node_file) to "
+                "use an ontology node file whose ids the topics name"
+            )
+        return lists
+    return [[node_paths.get(t, t) for t in tags] if tags else tags for tags in lists]
+
+
+def tag_annotations(
+    doc_ids: list[str], raw: list, nodes: pl.DataFrame, cleanup: str, ancestor_check: bool
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Cleaned tag lists as annotation rows ``doc_id, topic_id, position, ic, topic_origin``
+    (``cleanup``: ``published`` — :func:`saber_core.sabermath.tags.clean_tags`, with the
+    ``ancestor_check`` fix — or ``dedupe``), and the tags that are not nodes of ``nodes``
+    (``topic_id, ic``) as rejections with the reason."""
+    rows = []
+    for doc, tags in zip(doc_ids, raw, strict=True):
+        if not tags:
+            continue
+        kept = (
+            clean_tags(tags, ancestor_check=ancestor_check)
+            if cleanup == "published"
+            else list(dict.fromkeys(tags))
+        )
+        rows += [{"doc_id": doc, "topic_id": t, "position": i} for i, t in enumerate(kept)]
+    schema = {"doc_id": pl.String, "topic_id": pl.String, "position": pl.Int64}
+    pairs = pl.DataFrame(rows, schema=schema)
+    valid = pairs.join(nodes, on="topic_id", how="inner", maintain_order="left")
+    rejected = pairs.join(nodes, on="topic_id", how="anti").select(
+        "doc_id", "topic_id", pl.lit("topic id is not an ontology node").alias("reason")
+    )
+    return valid.with_columns(pl.lit("human").alias("topic_origin")), rejected
+
+
+def rejection_error(valid: pl.DataFrame, rejected: pl.DataFrame) -> ValueError | None:
+    """When more topic annotations were rejected than kept, the error that says why and which
+    setting fixes it (counts and three examples); None otherwise."""
+    if rejected.height == 0 or rejected.height <= valid.height:
+        return None
+    examples = rejected["topic_id"].unique(maintain_order=True).head(3).to_list()
+    looks_like_paths = all(str(t).startswith("/") for t in examples)
+    hint = (
+        "they look like tag paths: set ontology_source: tag_paths (SABER_ONTOLOGY_SOURCE="
+        "tag_paths), or SABER_METHOD=sabermath for the published construction"
+        if looks_like_paths
+        else "check that SABER_ONTOLOGY names the ontology these ids come from"
+    )
+    return ValueError(
+        f"{rejected.height} of {rejected.height + valid.height} topic annotations are not "
+        f"ontology nodes (e.g. {examples}); {hint}"
+    )

@@ -11,9 +11,19 @@ solution    string, required        non-empty after stripping, at most ``max_cha
 source      string, optional        where the row comes from (default ``"user"``)
 domain      string, optional        e.g. Algebra, Geometry, Number Theory, Combinatorics,
                                     Calculus (default ``"Unknown"``)
-summary     string, optional        a human-written solution summary (generator-free)
-topics      list of strings, opt.   human topic annotations: ontology node ids
+summary     string, optional        a human-written solution summary (generator-free); for the
+                                    published construction, the core idea
+topics      list of strings, opt.   topic annotations: ontology node ids, or full tag paths
+                                    (``/Mathematics/Algebra/...``) as a tagger emits them, a
+                                    tag's accepted ancestors listed too
+tag_paths   list of strings, opt.   tag paths when ``topics`` holds node ids (both are kept;
+                                    ``ontology_source: tag_paths`` reads this one first)
+domains     list of strings, opt.   multi-label domains (default: ``[domain]``, or mapped from
+                                    the tags' first level below the root)
 =========== ======================= ==========================================================
+
+Every row keeps ``original_index``, its 0-based position in the input (the published schema's
+``original_index``).
 
 A row that could not be read (invalid UTF-8 or JSON: a ``_read_error`` from the reader) is
 quarantined with that error. A row whose problem text equals an earlier row's (after white
@@ -59,14 +69,18 @@ def validate_corpus(frame: pl.DataFrame, max_chars: int = DEFAULT_MAX_CHARS) -> 
         raise ValueError(f"corpus is missing required column(s) {missing}; see saber_core.corpus")
     n_input = frame.height
     frame = frame.with_row_index("row")
+    for column in ("topics", "tag_paths", "domains"):
+        if column not in frame.columns:
+            frame = frame.with_columns(pl.lit(None, dtype=pl.List(pl.String)).alias(column))
+        frame = frame.with_columns(pl.col(column).cast(pl.List(pl.String)))
+    if "domain" not in frame.columns:  # a multi-label corpus: its first domain
+        frame = frame.with_columns(pl.col("domains").list.first().alias("domain"))
     for column, default in OPTIONAL_DEFAULTS.items():
         if column not in frame.columns:
             frame = frame.with_columns(pl.lit(default).alias(column))
     for column in ("summary",):
         if column not in frame.columns:
             frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias(column))
-    if "topics" not in frame.columns:
-        frame = frame.with_columns(pl.lit(None, dtype=pl.List(pl.String)).alias("topics"))
     text_columns = ["doc_id", "problem", "solution", "source", "domain", "summary"]
     frame = frame.with_columns(
         [pl.col(c).cast(pl.String).str.strip_chars() for c in text_columns]
@@ -124,11 +138,22 @@ def validate_corpus(frame: pl.DataFrame, max_chars: int = DEFAULT_MAX_CHARS) -> 
     flagged = pl.concat([frame.filter(pl.col("reason").is_not_null()), passed], how="diagonal")
     good = flagged.filter(pl.col("reason").is_null()).sort("row")
     quarantine = flagged.filter(pl.col("reason").is_not_null()).sort("row")
-    columns = ["doc_id", "problem", "solution", "source", "domain", "summary", "topics"]
+    columns = [
+        "doc_id",
+        "problem",
+        "solution",
+        "source",
+        "domain",
+        "summary",
+        "topics",
+        "tag_paths",
+        "domains",
+    ]
+    lists = ("topics", "tag_paths", "domains")
     result = ValidatedCorpus(
-        corpus=good.select(columns),
+        corpus=good.select(*columns, pl.col("row").alias("original_index")),
         quarantine=quarantine.select(
-            "row", "field", "reason", *[c for c in columns if c != "topics"]
+            "row", "field", "reason", *[c for c in columns if c not in lists]
         ),
         n_input=n_input,
     )

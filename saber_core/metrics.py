@@ -55,3 +55,16 @@ def mean_by_group(values: np.ndarray, groups: Sequence[str]) -> dict[str, float]
     frame = pl.DataFrame({"group": pl.Series(groups, dtype=pl.String), "value": values})
     means = frame.group_by("group").agg(pl.col("value").mean()).sort("group")
     return dict(zip(means["group"].to_list(), means["value"].to_list(), strict=True))
+
+
+def mean_by_labels(values: np.ndarray, labels: Sequence[Sequence[str]]) -> dict[str, float]:
+    """Mean of ``values`` per label, each value counted under every label of its set (a
+    multi-domain query counts in each of its domains); keys sorted; NaN propagates."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim != 1 or len(values) != len(labels):
+        raise ValueError(f"{values.shape} values for {len(labels)} label sets")
+    flat = [(label, v) for v, ls in zip(values.tolist(), labels, strict=True) for label in ls]
+    if not flat:
+        return {}
+    names, items = zip(*flat, strict=True)
+    return mean_by_group(np.array(items), list(names))

@@ -26,6 +26,11 @@ Corpus (``synth_corpus``), one row per document, in the ``saber_core.corpus`` sc
   Jaccard correlates with topic BMA. A share ``near_duplicate_share`` of problems copy another
   document's problem with one word replaced (problem Jaccard ≥ 0.8 for typical lengths), so
   near-duplicate exclusion has work to do. Problem texts are distinct.
+* ``tag_paths``: the topics as a tagger would emit them for the published construction — full
+  paths ``/Mathematics/<domain key>/<area>/…/<topic>`` along the primary parents (the first
+  level is a published domain-map key of the area's domain, :data:`DOMAIN_KEYS`), every
+  accepted ancestor listed too (each prefix below the root once per document, topics in order,
+  shallow to deep);
 * ``source`` = ``"synthetic"``, ``doc_id`` = ``syn-000000``…
 
 Scale: ``scale = 1.0`` is the paper (283,000 documents, 1,000 queries); documents and queries
@@ -43,8 +48,17 @@ import polars as pl
 
 from saber_core.text import STOP_WORDS
 
-SYNTH_VERSION = "saber-synth-v1"
+SYNTH_VERSION = "saber-synth-v2"
 DOMAINS = ("Algebra", "Calculus", "Combinatorics", "Geometry", "Number Theory")
+# The first level of the tag paths: one published domain-map key per domain (Combinatorics in
+# turn under its three published keys), so the published tag → domain mapping applies as is.
+DOMAIN_KEYS = (
+    ("Algebra",),
+    ("CalculusandAnalysis",),
+    ("DiscreteMathematics", "ProbabilityandStatistics", "RecreationalMathematics"),
+    ("Geometry",),
+    ("NumberTheory",),
+)
 PAPER_DOCS = 283_000
 PAPER_QUERIES = 1_000
 PAPER_NODES = 17_100
@@ -303,6 +317,51 @@ def _doc_topics(
     return ptr, topics[keep]
 
 
+def _node_paths(tree: _Tree) -> tuple[list[str], list[np.ndarray]]:
+    """Tag paths and chains: ``paths[i]`` for every node ``i`` and then one entry per domain
+    key (:data:`DOMAIN_KEYS`, the level between the root and the areas); ``chains[i]`` the
+    entries below the root down to node ``i`` along the primary parents."""
+    n = len(tree.level)
+    keys = [key for group in DOMAIN_KEYS for key in group]
+    paths = [""] * n + [f"/Mathematics/{key}" for key in keys]
+    chains = [np.zeros(0, dtype=np.int64)] * n
+    per_domain = [0] * len(DOMAINS)
+    for node in np.argsort(tree.level, kind="stable").tolist():
+        parent = int(tree.parent[node])
+        if parent < 0:
+            paths[node] = "/Mathematics"
+        elif tree.level[node] == 1:
+            domain = int(tree.area[node]) % len(DOMAINS)
+            group = DOMAIN_KEYS[domain]
+            key = n + keys.index(group[per_domain[domain] % len(group)])
+            per_domain[domain] += 1
+            paths[node] = f"{paths[key]}/area {int(tree.area[node])}"
+            chains[node] = np.array([key, node], dtype=np.int64)
+        else:
+            paths[node] = f"{paths[parent]}/topic {int(tree.level[node])}.{node}"
+            chains[node] = np.append(chains[parent], node)
+    return paths, chains
+
+
+def _tag_paths(tree: _Tree, ptr: np.ndarray, topics: np.ndarray) -> pl.Series:
+    """Every document's raw tag list: each prefix of its topics' paths below the root, once,
+    in topic order (shallow to deep)."""
+    paths, chains = _node_paths(tree)
+    doc = np.repeat(np.arange(len(ptr) - 1), np.diff(ptr))
+    lengths = np.array([len(chains[t]) for t in topics.tolist()], dtype=np.int64)
+    nodes = np.concatenate([chains[t] for t in topics.tolist()]) if len(topics) else topics
+    names = pl.Series("path", paths, dtype=pl.String)
+    pairs = pl.DataFrame({"doc": np.repeat(doc, lengths), "node": nodes}).unique(
+        maintain_order=True
+    )
+    return (
+        pairs.with_columns(tag=names.gather(pairs["node"]))
+        .group_by("doc", maintain_order=True)
+        .agg("tag")["tag"]
+        .alias("tag_paths")
+    )
+
+
 # --------------------------------------------------------------------------------------- text
 def synth_vocabulary(vocab_size: int = 20_000, seed: int = 0) -> list[str]:
     """``vocab_size`` distinct pseudo-words (2–4 CV syllables), none a stop word; index = rank.
@@ -395,6 +454,7 @@ def synth_corpus(ontology: pl.DataFrame, config: SynthConfig) -> pl.DataFrame:
         old = problem[dups, pos]
         problem[dups, pos] = (old + rng.integers(1, v, size=n_dup)) % v
 
+    tag_paths = _tag_paths(tree, ptr, topics)
     topic_ids = ontology["node_id"].gather(topics)
     topic_lists = (
         pl.DataFrame({"doc": np.repeat(np.arange(n_docs), np.diff(ptr)), "t": topic_ids})
@@ -410,6 +470,7 @@ def synth_corpus(ontology: pl.DataFrame, config: SynthConfig) -> pl.DataFrame:
             "domain": pl.Series(np.asarray(DOMAINS, dtype=object)[domain], dtype=pl.String),
             "summary": _texts(vocab, summary),
             "topics": topic_lists,
+            "tag_paths": tag_paths,
         }
     )
     # Distinct problem texts: a repeated text (vanishingly rare) gets its document number added.

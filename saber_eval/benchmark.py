@@ -128,9 +128,23 @@ def _check_id(value: object, what: str) -> str:
     return text
 
 
+def _domain_label(row: dict) -> str:
+    """A query's domain: ``domain``, or its multi-label ``domains`` joined by ``|`` (sorted;
+    per-domain means count the query in each)."""
+    domains = row.get("domains")
+    if domains:
+        return "|".join(sorted({str(d) for d in domains}))
+    return str(row.get("domain") or "unknown")
+
+
 def load_benchmark(path: str | Path) -> Benchmark:
-    """Load and validate a benchmark directory (errors name the offending query or document)."""
+    """Load and validate a benchmark directory (errors name the offending query or document):
+    the export format, or the released SaberMath schema (:mod:`saber_eval.sabermath_format`)."""
     path = Path(path).resolve()
+    from saber_eval.sabermath_format import is_sabermath, read_sabermath
+
+    if is_sabermath(path):
+        return read_sabermath(path)
     corpus: dict[str, tuple[str, str]] = {}
     for row in _read_jsonl(path / "corpus.jsonl"):
         doc_id = _check_id(row.get("doc_id"), "doc_id")
@@ -173,7 +187,7 @@ def load_benchmark(path: str | Path) -> Benchmark:
                 query_id=qid,
                 problem=str(row["problem"]),
                 solution=str(row.get("solution") or ""),
-                domain=str(row.get("domain") or "unknown"),
+                domain=_domain_label(row),
                 candidates=candidates,
                 relevance=ratings,
                 jaccard=jac,

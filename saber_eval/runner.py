@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from saber_core.metrics import mean_by_group, ndcg_at_k
+from saber_core.metrics import mean_by_labels, ndcg_at_k
 from saber_eval import code_hash
 from saber_eval.benchmark import Benchmark
 from saber_eval.registry import Registry, RetrieverEntry
@@ -83,8 +83,8 @@ class RunResult:
 
     @property
     def per_domain(self) -> dict[str, float]:
-        """mean nDCG@k per domain."""
-        return mean_by_group(self.ndcg, self.domains)
+        """mean nDCG@k per domain; a query of several domains (``A|B``) counts in each."""
+        return mean_by_labels(self.ndcg, [d.split("|") for d in self.domains])
 
     @property
     def median_latency_s(self) -> float:

@@ -3,11 +3,13 @@
 
 Files written to the export folder:
 
-* ``queries.jsonl`` — one row per query: ``query_id, problem, solution, domain, candidates,
-  candidate_groups, relevance_scores (0–5), jaccard_scores, bma_scores``, lists in pool order
-  (topic-only, summary-only, both);
+* ``queries.jsonl`` — one row per query: ``query_id, problem, solution, domain, domains,
+  candidates, candidate_groups, relevance_scores (0–5), jaccard_scores, bma_scores,
+  relevance_intervals, tags, idea, original_index``, lists in pool order (topic-only,
+  summary-only, both);
 * ``corpus.jsonl`` — every distinct candidate document: ``doc_id, problem, solution, summary,
-  topics, generator_free`` (true when the summary is human-written, not LLM-generated);
+  topics, generator_free`` (true when the summary is human-written, not LLM-generated),
+  ``original_index``;
 * ``judgments.parquet`` — the same columns for every judge (:data:`JUDGMENT_COLUMNS`):
   ``query_id, round, slot, pos_a, pos_b, cand_a, cand_b, winner (a|b|null), p_a, raw,
   drop_reason, call_keys, input_hash, seed, shown_first`` (``a`` is shown first; the rule), the
@@ -63,8 +65,19 @@ def judgment_export(store: DuckDBStore) -> pl.DataFrame:
     )
 
 
+def doc_tags(store: DuckDBStore) -> pl.DataFrame:
+    """``doc_id, topics``: every annotated document's topics in stored order."""
+    table = store.read_table("topic_annotations")
+    order = ["doc_id", "position"] if "position" in table.columns else ["doc_id"]
+    return (
+        table.sort(order, maintain_order=True)
+        .group_by("doc_id", maintain_order=True)
+        .agg(pl.col("topic_id").alias("topics"))
+    )
+
+
 def query_rows(store: DuckDBStore) -> pl.DataFrame:
-    """The released per-query rows (lists in pool order)."""
+    """The released per-query rows (lists in pool order), in the queries table's order."""
     corpus = store.read_table("corpus")
     ratings = store.read_table("bt_ratings").select("query_id", "doc_id", "rating")
     intervals = store.read_table("rating_intervals").select(
@@ -85,25 +98,37 @@ def query_rows(store: DuckDBStore) -> pl.DataFrame:
             pl.col("interval").alias("relevance_intervals"),
         )
     )
+    queries = store.read_table("queries")
+    if "domains" not in queries.columns:
+        queries = queries.with_columns(pl.concat_list("domain").alias("domains"))
+    own = corpus.select(pl.col("doc_id").alias("query_id"), "problem", "solution", "original_index")
+    ideas = store.read_table("summaries").select(
+        pl.col("doc_id").alias("query_id"), pl.col("summary").alias("idea")
+    )
+    tags = doc_tags(store).select(
+        pl.col("doc_id").alias("query_id"), pl.col("topics").alias("tags")
+    )
     return (
-        store.read_table("queries")
-        .select("query_id", "domain")
+        queries.select("query_id", "domain", "domains")
         .join(pools, on="query_id", how="inner", maintain_order="left")
-        .join(
-            corpus.select(pl.col("doc_id").alias("query_id"), "problem", "solution"),
-            on="query_id",
-        )
+        .join(own, on="query_id", how="left", maintain_order="left")
+        .join(ideas, on="query_id", how="left", maintain_order="left")
+        .join(tags, on="query_id", how="left", maintain_order="left")
         .select(
             "query_id",
             "problem",
             "solution",
             "domain",
+            "domains",
             "candidates",
             "candidate_groups",
             "relevance_scores",
             "jaccard_scores",
             "bma_scores",
             "relevance_intervals",
+            "tags",
+            "idea",
+            "original_index",
         )
     )
 
@@ -114,11 +139,7 @@ def write_export(store: DuckDBStore, out: Path) -> dict[str, int]:
     (out / "beir" / "qrels").mkdir(parents=True, exist_ok=True)
     queries = query_rows(store)
     candidates = queries.select(pl.col("candidates").explode().unique()).to_series()
-    topics = (
-        store.read_table("topic_annotations")
-        .group_by("doc_id")
-        .agg(pl.col("topic_id").alias("topics"))
-    )
+    topics = doc_tags(store)
     corpus = (
         store.read_table("corpus")
         .filter(pl.col("doc_id").is_in(candidates.implode()))
@@ -136,7 +157,7 @@ def write_export(store: DuckDBStore, out: Path) -> dict[str, int]:
     judgments = judgment_export(store)
     queries.write_ndjson(out / "queries.jsonl")
     corpus.select(
-        "doc_id", "problem", "solution", "summary", "topics", "generator_free"
+        "doc_id", "problem", "solution", "summary", "topics", "generator_free", "original_index"
     ).write_ndjson(out / "corpus.jsonl")
     judgments.write_parquet(out / "judgments.parquet")
     corpus.select(

@@ -16,8 +16,8 @@ import dagster as dg
 import numpy as np
 import polars as pl
 
-from saber_assets.discovery import score_matrix
-from saber_assets.tables import corpus_texts, matrix_path, pool_matrix
+from saber_assets.discovery import alternative_pools
+from saber_assets.tables import corpus_texts, pool_matrix
 from saber_assets.tournament import bound_judge, pairing_settings, round_rules, with_provenance
 from saber_assets.validity.report import (
     recipe_plot,
@@ -27,9 +27,8 @@ from saber_assets.validity.report import (
 )
 from saber_core.comparisons import PlayedRounds
 from saber_core.corpus import full_text_expr
-from saber_core.discovery import pool_frames, select_pools
 from saber_core.judgment_table import play_tournament, rating_table, tournament_violations
-from saber_core.text import TOKENIZER_VERSION, build_token_matrix, jaccard_dense_block, pool_jaccard
+from saber_core.text import TOKENIZER_VERSION, build_token_matrix, pool_jaccard
 from saber_core.validity import (
     bootstrap_intervals,
     mean_and_se,
@@ -114,32 +113,6 @@ def _digest(frame: pl.DataFrame | None) -> str | None:
     for doc_id, summary in frame.select("doc_id", "summary").iter_rows():
         digest.update(f"{doc_id}\x1f{summary}\x1e".encode())
     return digest.hexdigest()
-
-
-def _other_recipe_pools(context, build, store, corpus, alternative) -> tuple[pl.DataFrame, int]:
-    """Pools selected from the other recipe's summaries (same topic similarity, thresholds and
-    seed); the number of documents without an alternative summary."""
-    aligned = corpus.select("doc_id").join(alternative, on="doc_id", how="left")
-    tokens = build_token_matrix(aligned["summary"])
-    score_matrix(
-        context,
-        build,
-        store,
-        "jaccard",
-        lambda rows: jaccard_dense_block(tokens.rows(rows), tokens),
-        name="recipe_summary_similarity",
-    )
-    queries = store.read_table("queries")
-    found = select_pools(
-        queries["doc_index"].to_numpy(),
-        np.load(matrix_path(build, "topic_similarity"), mmap_mode="r"),
-        np.load(matrix_path(build, "recipe_summary_similarity"), mmap_mode="r"),
-        build_token_matrix(corpus["problem"]),
-        build.pool_config(),
-        build.seed,
-    )
-    pools, _ = pool_frames(found, queries["query_id"].to_list(), corpus["doc_id"])
-    return pools, int(aligned["summary"].null_count())
 
 
 def _recipe_comparison(context, build, store, judge, slurm, corpus, pools, own, other):
@@ -265,12 +238,6 @@ def _recipe_checks(build: BuildConfig):
     return checks
 
 
-@dg.asset(
-    group_name="validity",
-    deps=["corpus", "summaries", "queries", "topic_similarity", "candidate_pools", "bt_ratings"],
-    kinds={"duckdb"},
-    check_specs=[dg.AssetCheckSpec("recipe_tournament_valid", asset="recipe_sensitivity")],
-)
 def recipe_sensitivity(
     context: dg.AssetExecutionContext,
     build: BuildConfig,
@@ -292,7 +259,8 @@ def recipe_sensitivity(
             return StageOutput(
                 empty, figures={"recipe": f"n/a: {description}", "own_summaries": own}
             )
-        pools, missing = _other_recipe_pools(context, build, store, corpus, alternative)
+        engine = build.construction_plan().engine
+        pools, missing = alternative_pools(engine)(context, build, store, corpus, alternative)
         tables, figures, plot = _recipe_comparison(
             context, build, store, judge, slurm, corpus, pools, own, other
         )
@@ -323,6 +291,39 @@ def recipe_sensitivity(
     return materialize_stage(
         context, store, settings=settings, compute=compute, checks=_recipe_checks(build)
     )
+
+
+RECIPE_DEPS = {
+    "per_query": [
+        "corpus",
+        "summaries",
+        "queries",
+        "topic_similarity",
+        "candidate_pools",
+        "bt_ratings",
+    ],
+    "all_pairs": [
+        "corpus",
+        "summaries",
+        "ontology",
+        "topic_annotations",
+        "queries",
+        "pair_histograms",
+        "candidate_pools",
+        "bt_ratings",
+    ],
+}
+
+
+def recipe_sensitivity_asset(engine: str) -> dg.AssetsDefinition:
+    """``recipe_sensitivity`` for a discovery engine (its upstream differs)."""
+    return dg.asset(
+        name="recipe_sensitivity",
+        group_name="validity",
+        deps=RECIPE_DEPS[engine],
+        kinds={"duckdb"},
+        check_specs=[dg.AssetCheckSpec("recipe_tournament_valid", asset="recipe_sensitivity")],
+    )(recipe_sensitivity)
 
 
 # ----------------------------------------------------------------------------- report

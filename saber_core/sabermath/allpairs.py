@@ -33,6 +33,7 @@ import numpy as np
 from saber_core.sabermath.bma import BmaIndex, bma_block
 from saber_core.sabermath.jaccard import IdeaTokens, jaccard_block
 from saber_core.sabermath.selection import GROUPS
+from saber_core.sabermath.threshold import float16_histogram
 
 Progress = Callable[[int, int], None] | None
 DEFAULT_BLOCK = 64
@@ -63,12 +64,6 @@ def _blocks(n_rows: int, block_size: int):
     return [(s, min(s + block_size, n_rows)) for s in range(0, n_rows, block_size)]
 
 
-def float16_counts(values: np.ndarray) -> np.ndarray:
-    """Counts of each of the 65,536 float16 bit patterns in ``values`` (int64)."""
-    bits = np.ascontiguousarray(values, dtype=np.float16).view(np.uint16).ravel()
-    return np.bincount(bits, minlength=65536).astype(np.int64)
-
-
 def pair_histograms(
     scorer: PairScorer, rows: np.ndarray, block_size: int = DEFAULT_BLOCK, progress: Progress = None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -78,8 +73,8 @@ def pair_histograms(
     counts_j = np.zeros(65536, dtype=np.int64)
     for start, stop in _blocks(len(rows), block_size):
         bma, jac = scorer.block(rows[start:stop])
-        counts_b += float16_counts(bma)
-        counts_j += float16_counts(jac)
+        counts_b += float16_histogram(bma)
+        counts_j += float16_histogram(jac)
         if progress:
             progress(stop, len(rows))
     return counts_b, counts_j

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
+import polars as pl
 
 
 @dataclass(frozen=True)
@@ -127,3 +128,65 @@ def build_frequency_tree(tag_rows: Iterable[Sequence[str] | None]) -> FrequencyT
         paths=tuple(paths),
         index={path: node for node, path in enumerate(paths)},
     )
+
+
+def tree_frame(tree: FrequencyTree, ic: np.ndarray) -> pl.DataFrame:
+    """The tree as an ontology table: ``node_id`` (its path), ``name``, ``parent_ids`` (the
+    parent's path; none for the root), ``node_index`` (first sighting), ``depth``, ``count``,
+    ``total`` and the chosen ``ic``."""
+    parent_ids = [[tree.paths[p]] if p >= 0 else [] for p in tree.parents.tolist()]
+    return pl.DataFrame(
+        {
+            "node_id": list(tree.paths),
+            "name": list(tree.titles),
+            "parent_ids": parent_ids,
+            "node_index": np.arange(tree.n_nodes, dtype=np.int64),
+            "depth": tree.depths,
+            "count": tree.counts,
+            "total": np.full(tree.n_nodes, tree.total, dtype=np.int64),
+            "ic": np.asarray(ic, dtype=np.float64),
+        },
+        schema_overrides={"parent_ids": pl.List(pl.String)},
+    )
+
+
+def tree_from_frame(frame: pl.DataFrame) -> FrequencyTree:
+    """The :class:`FrequencyTree` of a :func:`tree_frame` table (row order free)."""
+    frame = frame.sort("node_index")
+    paths = frame["node_id"].to_list()
+    index = {path: node for node, path in enumerate(paths)}
+    parents = [index[p[0]] if p else -1 for p in frame["parent_ids"].to_list()]
+    return FrequencyTree(
+        titles=tuple(frame["name"].to_list()),
+        parents=np.array(parents, dtype=np.int64),
+        depths=frame["depth"].to_numpy().astype(np.int64),
+        counts=frame["count"].to_numpy().astype(np.int64),
+        total=int(frame["total"][0]) if frame.height else 0,
+        paths=tuple(paths),
+        index=index,
+    )
+
+
+def node_tree_paths(node_ids: Sequence[str], parent_ids: Sequence[Sequence[str]]) -> dict[str, str]:
+    """Tag paths of an ontology given as a node file, when it is a tree (one root, at most one
+    parent per node): ``/<root id>/…/<node id>``. ValueError naming a node with two parents."""
+    parent = {}
+    for node, parents in zip(node_ids, parent_ids, strict=True):
+        if len(parents) > 1:
+            raise ValueError(
+                f"node {node!r} has {len(parents)} parents ({list(parents)[:3]}): the published "
+                "construction needs a tree; give the topics as tag paths (ontology_source: "
+                "tag_paths) or use method: platform"
+            )
+        parent[node] = parents[0] if parents else None
+    paths: dict[str, str] = {}
+
+    def path(node: str) -> str:
+        if node not in paths:
+            up = parent[node]
+            paths[node] = f"/{node}" if up is None else f"{path(up)}/{node}"
+        return paths[node]
+
+    for node in node_ids:
+        path(node)
+    return paths

@@ -228,3 +228,32 @@ def candidate_pools(
         compute=compute,
         checks=lambda tables, _: pool_checks(config, tables["candidate_pools"]),
     )
+
+
+def alternative_pools(context, build, store, corpus, alternative) -> tuple[pl.DataFrame, int]:
+    """Pools selected from the other recipe's summaries (same topic similarity, thresholds and
+    seed); the number of documents without an alternative summary."""
+    aligned = corpus.select("doc_id").join(alternative, on="doc_id", how="left")
+    tokens = build_token_matrix(aligned["summary"])
+    score_matrix(
+        context,
+        build,
+        store,
+        "jaccard",
+        lambda rows: jaccard_dense_block(tokens.rows(rows), tokens),
+        name="recipe_summary_similarity",
+    )
+    queries = store.read_table("queries")
+    found = select_pools(
+        queries["doc_index"].to_numpy(),
+        np.load(matrix_path(build, "topic_similarity"), mmap_mode="r"),
+        np.load(matrix_path(build, "recipe_summary_similarity"), mmap_mode="r"),
+        build_token_matrix(corpus["problem"]),
+        build.pool_config(),
+        build.seed,
+    )
+    pools, _ = pool_frames(found, queries["query_id"].to_list(), corpus["doc_id"])
+    return pools, int(aligned["summary"].null_count())
+
+
+PER_QUERY_ASSETS = [queries, topic_similarity, summary_similarity, candidate_pools]

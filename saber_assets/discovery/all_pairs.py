@@ -1,0 +1,361 @@
+"""Group ``discovery``, the published construction (``targets: eligible_rows``): every ordered
+pair of the databank scored (``pair_histograms``: exact float16 histograms → one global
+threshold per signal), per-row group counts and eligibility (``target_eligibility``), the final
+sampler over eligible targets with the domain quotas (``queries``) and the seeded random pools
+of the queries (``candidate_pools``). The passes are :mod:`saber_core.sabermath.allpairs`."""
+
+from dataclasses import replace
+
+import dagster as dg
+import numpy as np
+import polars as pl
+
+from saber_assets.discovery.per_query import pool_checks
+from saber_assets.discovery.plots import histogram_plot
+from saber_core.construction import Construction
+from saber_core.pools import sample_queries
+from saber_core.sabermath.allpairs import (
+    PairScorer,
+    eligible,
+    group_counts,
+    pair_histograms,
+    replay_draws,
+    row_pools,
+)
+from saber_core.sabermath.databank import Databank, build_databank, domain_buckets, pair_scorer
+from saber_core.sabermath.final_sampler import sample_final_queries
+from saber_core.sabermath.frequency_tree import tree_from_frame
+from saber_core.sabermath.selection import GROUPS
+from saber_core.sabermath.threshold import histogram_threshold
+from saber_resources.config import BuildConfig
+from saber_resources.storage import DuckDBStore
+from saber_runtime.stage import StageOutput, materialize_stage
+
+INPUTS = ["corpus", "ontology", "summaries", "topic_annotations"]
+GROUP_NAMES = ("topic", "summary", "both")  # the released pool groups, in GROUPS order
+
+
+def databank_and_scorer(build: BuildConfig, store: DuckDBStore) -> tuple[Databank, PairScorer]:
+    """The databank rows and their pair scorer, from the stored inputs."""
+    plan = build.construction_plan()
+    topics = store.read_table("topic_annotations")
+    databank = build_databank(store.read_table("corpus"), topics, build.domain_map())
+    table = store.read_table("ontology")
+    tree = tree_from_frame(table)
+    ic = table.sort("node_index")["ic"].to_numpy()
+    return databank, pair_scorer(databank, tree, ic, plan)
+
+
+def _progress(context: dg.AssetExecutionContext, stage: str):
+    def report(done: int, total: int) -> None:
+        if done == total or done % max(1, total // 20) < 64:
+            context.log.info(f"{stage}: {done}/{total} rows")
+
+    return report
+
+
+def _plan_settings(plan: Construction, *steps: str) -> dict:
+    return {"plan": plan.step_provenance(*steps), "quantile": plan.threshold_quantile}
+
+
+SCORE_STEPS = ("ontology_source", "tag_cleanup", "ic", "bma", "tokenizer", "precision")
+
+
+@dg.asset(name="pair_histograms", group_name="discovery", deps=INPUTS, kinds={"duckdb"})
+def pair_histograms_asset(
+    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+) -> dg.MaterializeResult:
+    """Pass 1 over every ordered pair: exact histograms of the stored float16 BMA and Jaccard
+    values, and the global thresholds (the published percentile, exactly)."""
+    plan = build.construction_plan()
+
+    def compute() -> StageOutput:
+        databank, scorer = databank_and_scorer(build, store)
+        rows = np.arange(databank.n_rows)
+        hist_b, hist_j = pair_histograms(scorer, rows, progress=_progress(context, "pass 1"))
+        q = plan.threshold_quantile
+        thresholds = {
+            "bma": histogram_threshold(hist_b, q),
+            "jaccard": histogram_threshold(hist_j, q),
+        }
+        bits = np.arange(1 << 16, dtype=np.uint16)
+        frames = [
+            pl.DataFrame(
+                {
+                    "signal": name,
+                    "bits": bits[hist > 0].astype(np.int64),
+                    "value": bits[hist > 0].view(np.float16).astype(np.float64),
+                    "count": hist[hist > 0],
+                }
+            )
+            for name, hist in (("bma", hist_b), ("jaccard", hist_j))
+        ]
+        table = pl.concat(frames).with_columns(
+            pl.col("signal").replace_strict(thresholds, return_dtype=pl.Float64).alias("threshold")
+        )
+        figures = {
+            "thresholds": thresholds,
+            "quantile": q,
+            "databank_rows": databank.n_rows,
+            "ordered_pairs": int(hist_b.sum()),
+            "excluded_rows": databank.excluded.height,
+        }
+        plot = histogram_plot(table, build.artifacts_dir / "pair_histograms.png")
+        tables = {"pair_histograms": table, "databank_exclusions": databank.excluded}
+        return StageOutput(tables, figures=figures, plots={"pair_histograms": plot})
+
+    settings = _plan_settings(plan, *SCORE_STEPS)
+    return materialize_stage(context, store, settings=settings, compute=compute)
+
+
+def stored_thresholds(store: DuckDBStore) -> tuple[float, float]:
+    """(BMA, Jaccard) global thresholds of ``pair_histograms``."""
+    table = store.read_table("pair_histograms").group_by("signal").agg(pl.col("threshold").first())
+    found = dict(table.rows())
+    return found["bma"], found["jaccard"]
+
+
+def _no_target_error(build: BuildConfig, table: pl.DataFrame) -> ValueError:
+    p = build.pools
+    sizes = (p.n_topic_only, p.n_summary_only, p.n_both)
+    best = table.with_columns(
+        pl.min_horizontal([pl.col(f"n_{g}") / s for g, s in zip(GROUPS, sizes, strict=True)]).alias(
+            "fill"
+        )
+    ).sort("fill", descending=True)
+    examples = best.head(3).select("doc_id", *[f"n_{g}" for g in GROUPS]).rows()
+    return ValueError(
+        f"no row of the {table.height}-row databank fills all three groups "
+        f"({p.n_topic_only}/{p.n_summary_only}/{p.n_both}) above the global thresholds; the "
+        f"fullest (doc, topic-only, summary-only, both): {examples}. Lower the group sizes "
+        "(SABER_N_TOPIC_ONLY / SABER_N_SUMMARY_ONLY / SABER_N_BOTH) or the threshold quantile "
+        "(SABER_THRESHOLD_QUANTILE), or use a larger corpus"
+    )
+
+
+@dg.asset(group_name="discovery", deps=["pair_histograms", *INPUTS], kinds={"duckdb"})
+def target_eligibility(
+    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+) -> dg.MaterializeResult:
+    """Pass 2: per databank row, the members of each group under the global thresholds and
+    whether every group reaches its size (an eligible target)."""
+    plan, p = build.construction_plan(), build.pools
+    sizes = (p.n_topic_only, p.n_summary_only, p.n_both)
+
+    def compute() -> StageOutput:
+        databank, scorer = databank_and_scorer(build, store)
+        t_bma, t_jac = stored_thresholds(store)
+        rows = np.arange(databank.n_rows)
+        counts = group_counts(scorer, rows, t_bma, t_jac, progress=_progress(context, "pass 2"))
+        table = pl.DataFrame(
+            {
+                "row": rows,
+                "doc_id": databank.doc_ids.astype(str),
+                "original_index": databank.original_index,
+                **{f"n_{g}": counts[:, i] for i, g in enumerate(GROUPS)},
+                "eligible": eligible(counts, sizes),
+                "domains": [list(d) for d in databank.domains],
+            },
+            schema_overrides={"domains": pl.List(pl.String)},
+        )
+        if not table["eligible"].any():
+            raise _no_target_error(build, table)
+        keys = domain_buckets([tuple(d) for d in table.filter("eligible")["domains"].to_list()])
+        figures = {
+            "eligible_targets": int(table["eligible"].sum()),
+            "databank_rows": table.height,
+            "group_sizes": list(sizes),
+            "eligible_by_domains": {"|".join(k) or "(none)": v for k, v in keys.items()},
+        }
+        return StageOutput({"target_eligibility": table}, figures=figures)
+
+    settings = {**_plan_settings(plan, *SCORE_STEPS), "sizes": list(sizes)}
+    return materialize_stage(context, store, settings=settings, compute=compute)
+
+
+def _sample(build: BuildConfig, targets: pl.DataFrame) -> np.ndarray:
+    """Positions (into ``targets``) of the queries: the final sampler's quotas (multi-label
+    domains) or a balanced sample over the first domain (single)."""
+    keys = [tuple(d) for d in targets["domains"].to_list()]
+    if build.construction_plan().domains == "single":
+        first = [k[0] if k else "Unknown" for k in keys]
+        return sample_queries(first, build.pools.n_queries, build.seed)
+    try:
+        return sample_final_queries(keys, build.domain_quotas(), build.seed)
+    except ValueError as err:
+        sizes = {"|".join(k): v for k, v in domain_buckets(keys).items()}
+        raise ValueError(
+            f"{err}; eligible targets per domain set: {sizes}. Set the quotas with "
+            'SABER_DOMAIN_QUOTAS (JSON, e.g. {"Algebra": 10, "Algebra|Geometry": 2}) or use '
+            "domains: single (SABER_DOMAINS=single) with SABER_N_QUERIES"
+        ) from None
+
+
+@dg.asset(name="queries", group_name="discovery", deps=["target_eligibility"])
+def final_queries(
+    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+) -> dg.MaterializeResult:
+    """The queries: the final sampler over the eligible targets (seeded; published quotas by
+    domain set, or ``domain_quotas``)."""
+    plan = build.construction_plan()
+
+    def compute() -> StageOutput:
+        targets = store.read_table("target_eligibility").filter("eligible")
+        picked = targets[_sample(build, targets)]
+        table = (
+            picked.select(
+                pl.col("doc_id").alias("query_id"),
+                "row",
+                "original_index",
+                "domains",
+                pl.col("domains").list.first().fill_null("Unknown").alias("domain"),
+            )
+            .with_row_index("query_index")
+            .with_columns(pl.lit(build.seed).alias("seed"))
+        )
+        per_key = table.group_by(pl.col("domains").list.join("|")).len().sort("domains")
+        figures = {
+            "n_queries": table.height,
+            "eligible_targets": targets.height,
+            "per_domain_set": dict(per_key.rows()),
+        }
+        return StageOutput({"queries": table}, figures=figures)
+
+    quotas = {"|".join(k): v for k, v in build.domain_quotas()}
+    settings = {
+        "seed": build.seed,
+        "domains": plan.domains,
+        "quotas": quotas,
+        "n_queries": build.pools.n_queries if plan.domains == "single" else None,
+    }
+    return materialize_stage(context, store, settings=settings, compute=compute)
+
+
+def _pool_frames(query_ids, pools, doc_ids, t_bma, t_jac, counts) -> tuple:
+    flat = pools.candidates.ravel()
+    n = pools.candidates.shape[1]
+    frame = pl.DataFrame(
+        {
+            "query_id": np.repeat(np.asarray(query_ids, dtype=object), n),
+            "position": np.tile(np.arange(n), len(query_ids)),
+            "doc_id": doc_ids[flat].astype(str),
+            "group": np.asarray(GROUP_NAMES, dtype=object)[pools.groups.ravel()],
+            "relaxed": np.zeros(len(flat), dtype=bool),
+            "bma": pools.bma.ravel().astype(np.float32),
+            "jaccard": pools.jaccard.ravel().astype(np.float32),
+        },
+        schema_overrides={"query_id": pl.String, "group": pl.String},
+    )
+    outcomes = pl.DataFrame(
+        {
+            "query_id": list(query_ids),
+            "status": "ok",
+            "reason": "",
+            "n_eligible": counts.sum(1),
+            "n_near_duplicates": 0,
+            "topic_low": t_bma,
+            "topic_high": t_bma,
+            "summary_low": t_jac,
+            "summary_high": t_jac,
+            **{f"n_{g}": counts[:, i] for i, g in enumerate(GROUPS)},
+        },
+        schema_overrides={"query_id": pl.String},
+    )
+    return frame, outcomes
+
+
+@dg.asset(
+    name="candidate_pools",
+    group_name="discovery",
+    deps=["queries", "target_eligibility", "pair_histograms", *INPUTS],
+    check_specs=[
+        dg.AssetCheckSpec("pool_size_and_split", asset="candidate_pools"),
+        dg.AssetCheckSpec("no_self_or_duplicate_candidates", asset="candidate_pools"),
+    ],
+)
+def eligible_pools(
+    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+) -> dg.MaterializeResult:
+    """The pools of the queries: per group a seeded random sample of its members (the published
+    draw, one generator over every eligible target in row order) or its top by score."""
+    plan, config = build.construction_plan(), build.pool_config()
+    sizes = (config.n_topic_only, config.n_summary_only, config.n_both)
+
+    def compute() -> StageOutput:
+        databank, scorer = databank_and_scorer(build, store)
+        t_bma, t_jac = stored_thresholds(store)
+        table = store.read_table("target_eligibility").sort("row")
+        counts = table.select([f"n_{g}" for g in GROUPS]).to_numpy()
+        queries = store.read_table("queries").sort("query_index")
+        rows = queries["row"].to_numpy()
+        positions = None
+        if plan.group_choice == "random_sample":
+            drawn = replay_draws(counts, sizes, build.seed, keep=rows)
+            positions = [drawn[int(r)] for r in rows]
+        pools = row_pools(scorer, rows, t_bma, t_jac, sizes, positions)
+        frame, outcomes = _pool_frames(
+            queries["query_id"].to_list(), pools, databank.doc_ids, t_bma, t_jac, counts[rows]
+        )
+        figures = {
+            "pool_config": config.as_provenance(),
+            "thresholds": [t_bma, t_jac],
+            "group_choice": plan.group_choice,
+            "n_queries_with_pools": len(rows),
+        }
+        return StageOutput({"candidate_pools": frame, "pool_outcomes": outcomes}, figures=figures)
+
+    settings = {
+        **config.as_provenance(),
+        "seed": build.seed,
+        **_plan_settings(plan, *SCORE_STEPS, "group_choice"),
+    }
+    return materialize_stage(
+        context,
+        store,
+        settings=settings,
+        compute=compute,
+        checks=lambda tables, _: pool_checks(config, tables["candidate_pools"]),
+    )
+
+
+ALL_PAIRS_ASSETS = [pair_histograms_asset, target_eligibility, final_queries, eligible_pools]
+
+
+def alternative_pools(
+    context: dg.AssetExecutionContext,
+    build: BuildConfig,
+    store: DuckDBStore,
+    corpus: pl.DataFrame,
+    alternative: pl.DataFrame,
+) -> tuple[pl.DataFrame, int]:
+    """The queries' pools re-selected with another summary recipe as the ideas: the same BMA,
+    global thresholds, group sizes and seed (the draw replayed over the queries that still fill
+    every group, in row order); queries that no longer fill get no pool. Returns the pools and
+    the number of documents without an alternative summary."""
+    plan, p = build.construction_plan(), build.pools
+    sizes = (p.n_topic_only, p.n_summary_only, p.n_both)
+    databank, _ = databank_and_scorer(build, store)
+    other = dict(alternative.select("doc_id", "summary").rows())
+    ideas = [other.get(d) or "" for d in databank.doc_ids.tolist()]
+    table = store.read_table("ontology")
+    scorer = pair_scorer(
+        replace(databank, ideas=ideas),
+        tree_from_frame(table),
+        table.sort("node_index")["ic"].to_numpy(),
+        plan,
+    )
+    t_bma, t_jac = stored_thresholds(store)
+    queries = store.read_table("queries").sort("row")
+    rows = queries["row"].to_numpy()
+    counts = group_counts(scorer, rows, t_bma, t_jac)
+    fill = eligible(counts, sizes)
+    positions = None
+    if plan.group_choice == "random_sample":
+        drawn = replay_draws(counts[fill], sizes, build.seed)
+        positions = [drawn[i] for i in range(int(fill.sum()))]
+    pools = row_pools(scorer, rows[fill], t_bma, t_jac, sizes, positions)
+    ids = [q for q, ok in zip(queries["query_id"].to_list(), fill, strict=True) if ok]
+    frame, _ = _pool_frames(ids, pools, databank.doc_ids, t_bma, t_jac, counts[fill])
+    missing = sum(1 for d in databank.doc_ids.tolist() if not other.get(d))
+    context.log.info(f"recipe: {len(ids)} of {len(rows)} queries fill every group")
+    return frame, missing
