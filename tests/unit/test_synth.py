@@ -65,7 +65,7 @@ def test_scale_sets_documents_and_queries():
 def test_corpus_schema_and_validation(small):
     corpus = small.corpus
     assert corpus.columns == [
-        "doc_id", "problem", "solution", "source", "domain", "summary", "topics",
+        "doc_id", "problem", "solution", "source", "domain", "summary", "topics", "tag_paths",
     ]  # fmt: skip
     assert corpus.schema["topics"] == pl.List(pl.String)
     assert corpus.height == round(PAPER_DOCS * SCALE)
@@ -166,3 +166,37 @@ def test_write_synthetic_round_trips(tmp_path, small):
     assert manifest["n_docs"] == small.corpus.height
     assert manifest["n_queries"] == SynthConfig(scale=SCALE).n_queries
     assert manifest["config"]["seed"] == 11
+
+
+def test_tag_paths_are_prefix_closed_paths_of_the_topics(small):
+    """A tagger's raw lists: every topic's path along primary parents, each accepted ancestor
+    (prefix below the root) listed once; the first level maps to the document's domain."""
+    from saber_core.sabermath.final_sampler import tag_domains
+    from saber_core.synth import DOMAINS
+
+    parents = dict(small.ontology.select("node_id", "parent_ids").rows())
+    published = {"Calculus": "Calculus and Analysis"}
+    rows = small.corpus.select("topics", "tag_paths").head(300).iter_rows()
+    for topics, tags in rows:
+        assert len(set(tags)) == len(tags)
+        assert all(t.startswith("/Mathematics/") for t in tags)
+        for tag in tags:  # prefix-closed below the root
+            parts = tag.split("/")
+            assert all("/".join(parts[:k]) in tags for k in range(3, len(parts)))
+        deepest = {t for t in tags if not any(u.startswith(t + "/") for u in tags)}
+        for topic in topics:  # each topic ends a path whose depth is its primary-parent depth
+            depth, node = 0, topic
+            while parents[node]:
+                node, depth = parents[node][0], depth + 1
+            if depth == 1:  # an area: its title is "area <k>"
+                continue
+            ends = [t for t in tags if t.endswith(f".{int(topic[1:])}")]
+            assert len(ends) == 1 and ends[0].count("/") == depth + 2
+        ends = {e for e in tags if any(e.endswith(f".{int(t[1:])}") for t in topics)}
+        assert {t for t in deepest if "/topic " in t} <= ends
+        for tag in tags:  # an area's domain key maps to the area's domain (area a: a mod 5)
+            parts = tag.split("/")
+            if len(parts) > 3:
+                area = int(parts[3].removeprefix("area "))
+                expected = DOMAINS[area % len(DOMAINS)]
+                assert tag_domains([tag]) == (published.get(expected, expected),)
