@@ -19,6 +19,7 @@ from saber_core.annotations import (
     tag_annotations,
     topic_figures,
 )
+from saber_core.construction import Construction
 from saber_core.sabermath.frequency_tree import node_tree_paths
 from saber_core.text import TOKENIZER_VERSION
 from saber_resources.annotators import llm_summaries, llm_topics
@@ -95,11 +96,12 @@ def summaries(
     return materialize_stage(context, store, settings=fingerprint, compute=compute)
 
 
-def corpus_topic_rows(build: BuildConfig, corpus, nodes) -> tuple:
+def corpus_topic_rows(build: BuildConfig, corpus, nodes, plan: Construction | None = None) -> tuple:
     """The corpus' own topics as annotation rows and rejections: node ids checked against the
     ontology, or — tag-based constructions — cleaned tag paths (``tag_cleanup``); stops with
-    the reason and the setting that fixes it when most topics are rejected."""
-    plan = build.construction_plan()
+    the reason and the setting that fixes it when most topics are rejected. ``plan``: another
+    construction than the build's (the audit)."""
+    plan = plan or build.construction_plan()
     if plan.ontology_source == "tag_paths" or plan.engine == "all_pairs":
         node_paths = None
         if plan.ontology_source == "node_file":

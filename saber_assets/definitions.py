@@ -8,10 +8,15 @@ from saber_assets.annotation import summaries, topic_annotations
 from saber_assets.automation import build_schedules, build_sensors
 from saber_assets.discovery import discovery_assets
 from saber_assets.evaluation import leaderboard, retriever_runs
-from saber_assets.export import benchmark_export, build_report
+from saber_assets.export import benchmark_export, build_report_asset
 from saber_assets.inputs import corpus, ontology
 from saber_assets.tournament import tournament_assets
-from saber_assets.validity import rating_intervals, recipe_sensitivity_asset, validity_report
+from saber_assets.validity import (
+    audit_asset,
+    rating_intervals,
+    recipe_sensitivity_asset,
+    validity_report,
+)
 from saber_resources.config import BuildConfig, load_build_config
 from saber_resources.factory import make_backend, make_judge
 from saber_resources.llm.base import LLMBackend
@@ -37,6 +42,7 @@ def build_definitions(
     """
     build = build or load_build_config()
     backend = backend or make_backend(build)
+    audit = audit_asset(build)
     assets = [
         corpus,
         ontology,
@@ -47,8 +53,9 @@ def build_definitions(
         rating_intervals,
         benchmark_export,
         recipe_sensitivity_asset(build.construction_plan().engine),
+        *audit,
         validity_report,
-        build_report,
+        build_report_asset(bool(audit)),
         retriever_runs,
         leaderboard,
     ]

@@ -10,6 +10,7 @@ from saber_assets.definitions import build_definitions
 from saber_resources.config import load_build_config
 
 START, END = "<!-- asset-map:start -->", "<!-- asset-map:end -->"
+METHODS = ("platform", "sabermath")
 
 
 def _rows(defs: dg.Definitions) -> list[tuple[str, str, str, str, str]]:
@@ -22,7 +23,10 @@ def _rows(defs: dg.Definitions) -> list[tuple[str, str, str, str, str]]:
         for key, spec in assets_def.specs_by_key.items():
             name = key.to_user_string()
             module = assets_def.op.compute_fn.decorated_fn.__module__
-            deps = ", ".join(d.asset_key.to_user_string() for d in spec.deps)
+            deps = [d.asset_key.to_user_string() for d in spec.deps]
+            if deps and all(d.startswith("tournament_round_") for d in deps):
+                deps = ["every tournament_round_NN"]
+            deps = ", ".join(deps)
             row = (
                 name,
                 module,
@@ -33,20 +37,36 @@ def _rows(defs: dg.Definitions) -> list[tuple[str, str, str, str, str]]:
             (rounds if name.startswith("tournament_round_") else rows).append(row)
     if rounds:  # one row stands for every round
         first = rounds[0]
-        rows.append(("tournament_round_NN", first[1], first[2], "corpus, candidate_pools, the "
-                     "previous round", first[4]))  # fmt: skip
+        rows.append(
+            (
+                "tournament_round_NN",
+                first[1],
+                first[2],
+                "corpus, candidate_pools, the previous round",
+                first[4],
+            )
+        )
     order = ["inputs", "annotation", "discovery", "tournament", "validity", "export", "evaluation"]
     return sorted(rows, key=lambda r: (order.index(r[2]) if r[2] in order else 99, r[0]))
 
 
-def asset_map(defs: dg.Definitions | None = None) -> str:
-    """The Markdown table (between the README's asset-map markers)."""
-    defs = defs or build_definitions(load_build_config("default"))
+def asset_map(method: str = "platform") -> str:
+    """The Markdown table of the default profile's graph under ``method`` (between the
+    README's asset-map markers)."""
+    defs = build_definitions(load_build_config("default", method=method))
     lines = ["| asset | module | group | upstream | checks |", "|---|---|---|---|---|"]
     lines += [f"| `{a}` | `{m}` | {g} | {u} | {c} |" for a, m, g, u, c in _rows(defs)]
     return "\n".join(lines)
 
 
-def readme_section(readme: str) -> str:
-    """The table currently between the markers of ``readme``."""
-    return readme.split(START, 1)[1].split(END, 1)[0].strip()
+def readme_section(readme: str, method: str = "platform") -> str:
+    """The table currently between ``method``'s markers of ``readme``."""
+    start, end = (START, END) if method == "platform" else markers(method)
+    return readme.split(start, 1)[1].split(end, 1)[0].strip()
+
+
+def markers(method: str) -> tuple[str, str]:
+    """The README markers around ``method``'s table."""
+    if method == "platform":
+        return START, END
+    return f"<!-- asset-map-{method}:start -->", f"<!-- asset-map-{method}:end -->"

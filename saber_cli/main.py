@@ -88,25 +88,25 @@ def _with_build(args: argparse.Namespace) -> int:
 
         print(lineage_report(store, args.query, args.doc))
     else:
-        _export(store, args.out, args.format)
+        for name, rows in export_benchmark(store, args.out, args.format).items():
+            print(f"{args.out / name}: {rows} rows")
     return 0
 
 
-def _export(store, out: Path, fmt: str) -> None:
+def export_benchmark(store, out: Path, fmt: str = "saber") -> dict[str, int]:
+    """Write the last build's benchmark to ``out`` in ``fmt`` (``saber``: the export folder;
+    ``sabermath``: the released schema); returns the rows per file or dataset."""
     import tempfile
 
     from saber_assets.export.writer import write_export
 
     if fmt == "saber":
-        for name, rows in write_export(store, out).items():
-            print(f"{out / name}: {rows} rows")
-        return
+        return write_export(store, out)
     from saber_eval.sabermath_format import write_sabermath
 
     with tempfile.TemporaryDirectory() as staging:
         write_export(store, Path(staging))
-        for name, rows in write_sabermath(Path(staging), out).items():
-            print(f"{out / name} (+ {name}.parquet): {rows} rows")
+        return write_sabermath(Path(staging), out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,9 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "synth":
         return _synth(args)
     if args.command == "catalog":
-        from saber_cli.catalog import asset_map
+        from saber_cli.catalog import METHODS, asset_map
 
-        print(asset_map())
+        for method in METHODS:
+            print(f"method: {method}\n\n{asset_map(method)}\n")
         return 0
     return _with_build(args)
 

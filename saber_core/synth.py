@@ -30,7 +30,9 @@ Corpus (``synth_corpus``), one row per document, in the ``saber_core.corpus`` sc
   paths ``/Mathematics/<domain key>/<area>/…/<topic>`` along the primary parents (the first
   level is a published domain-map key of the area's domain, :data:`DOMAIN_KEYS`), every
   accepted ancestor listed too (each prefix below the root once per document, topics in order,
-  shallow to deep);
+  shallow to deep); every fifth topic's title extends a sibling's (``X`` and ``X-Y``, as 1,820
+  MathWorld titles do), so the published tag clean-up's immediate-successor check meets its
+  defect;
 * ``source`` = ``"synthetic"``, ``doc_id`` = ``syn-000000``…
 
 Scale: ``scale = 1.0`` is the paper (283,000 documents, 1,000 queries); documents and queries
@@ -326,6 +328,7 @@ def _node_paths(tree: _Tree) -> tuple[list[str], list[np.ndarray]]:
     paths = [""] * n + [f"/Mathematics/{key}" for key in keys]
     chains = [np.zeros(0, dtype=np.int64)] * n
     per_domain = [0] * len(DOMAINS)
+    last_child: dict[int, str] = {}
     for node in np.argsort(tree.level, kind="stable").tolist():
         parent = int(tree.parent[node])
         if parent < 0:
@@ -338,7 +341,11 @@ def _node_paths(tree: _Tree) -> tuple[list[str], list[np.ndarray]]:
             paths[node] = f"{paths[key]}/area {int(tree.area[node])}"
             chains[node] = np.array([key, node], dtype=np.int64)
         else:
-            paths[node] = f"{paths[parent]}/topic {int(tree.level[node])}.{node}"
+            title = f"topic {int(tree.level[node])}.{node}"
+            if node % 5 == 0 and parent in last_child:  # "X" and "X-Y" siblings, as in MathWorld
+                title = f"{last_child[parent]}-{node}"
+            last_child[parent] = title
+            paths[node] = f"{paths[parent]}/{title}"
             chains[node] = np.append(chains[parent], node)
     return paths, chains
 

@@ -10,6 +10,7 @@ import dagster as dg
 import numpy as np
 import polars as pl
 
+from saber_assets.annotation import corpus_topic_rows
 from saber_assets.discovery.per_query import pool_checks
 from saber_assets.discovery.plots import histogram_plot
 from saber_core.construction import Construction
@@ -359,3 +360,40 @@ def alternative_pools(
     missing = sum(1 for d in databank.doc_ids.tolist() if not other.get(d))
     context.log.info(f"recipe: {len(ids)} of {len(rows)} queries fill every group")
     return frame, missing
+
+
+def variant_pool_frame(
+    context: dg.AssetExecutionContext,
+    build: BuildConfig,
+    store: DuckDBStore,
+    plan: Construction,
+    query_ids: list[str],
+) -> pl.DataFrame:
+    """The pools of ``query_ids`` under another construction ``plan`` (a published-defect fix
+    toggled): tags cleaned again, every pair scored again (thresholds, group counts, the draw over
+    every eligible row), the queries' pools selected; a query not eligible under ``plan`` gets
+    no pool."""
+    p = build.pools
+    sizes = (p.n_topic_only, p.n_summary_only, p.n_both)
+    corpus, table = store.read_table("corpus"), store.read_table("ontology")
+    nodes = table.select(pl.col("node_id").alias("topic_id"), "ic")
+    topics, _ = corpus_topic_rows(build, corpus, nodes, plan)
+    databank = build_databank(corpus, topics, build.domain_map())
+    ic = table.sort("node_index")["ic"].to_numpy()
+    scorer = pair_scorer(databank, tree_from_frame(table), ic, plan)
+    rows = np.arange(databank.n_rows)
+    hist_b, hist_j = pair_histograms(scorer, rows, progress=_progress(context, "audit pass 1"))
+    q = plan.threshold_quantile
+    t_bma, t_jac = histogram_threshold(hist_b, q), histogram_threshold(hist_j, q)
+    counts = group_counts(scorer, rows, t_bma, t_jac, progress=_progress(context, "audit pass 2"))
+    where = {d: i for i, d in enumerate(databank.doc_ids.tolist())}
+    wanted = np.array([where[d] for d in query_ids if d in where], dtype=np.int64)
+    chosen = wanted[eligible(counts[wanted], sizes)] if len(wanted) else wanted
+    positions = None
+    if plan.group_choice == "random_sample":
+        drawn = replay_draws(counts, sizes, build.seed, keep=chosen)
+        positions = [drawn[int(r)] for r in chosen]
+    pools = row_pools(scorer, chosen, t_bma, t_jac, sizes, positions)
+    ids = databank.doc_ids[chosen].astype(str).tolist()
+    frame, _ = _pool_frames(ids, pools, databank.doc_ids, t_bma, t_jac, counts[chosen])
+    return frame

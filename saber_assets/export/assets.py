@@ -60,6 +60,10 @@ def _report_items(build: BuildConfig, store: DuckDBStore, provenance: dict) -> l
         ("inputs", "ontology", build.inputs.ontology),
         ("inputs", "corpus rows", str(store.read_table("corpus").height)),
         ("inputs", "quarantined rows", str(store.read_table("corpus_quarantine").height)),
+        *[
+            ("construction", k, str(v))
+            for k, v in build.construction_plan().as_provenance().items()
+        ],
         ("pools", "queries", str(outcomes.height)),
         ("pools", "query status", ", ".join(f"{k}: {v}" for k, v in sorted(status.items()))),
         ("pools", "pool size", f"{p.n_topic_only}/{p.n_summary_only}/{p.n_both}"),
@@ -72,24 +76,43 @@ def _report_items(build: BuildConfig, store: DuckDBStore, provenance: dict) -> l
     ]
 
 
-@dg.asset(
-    group_name="export",
-    deps=["benchmark_export", "corpus", "candidate_pools", "judgments", "bt_ratings"],
-    kinds={"markdown"},
-)
+def _audit_items(store: DuckDBStore) -> list[tuple]:
+    """The build report's rows for the published-defect audit (one per fix)."""
+    rows = []
+    for r in store.read_table("sabermath_audit").iter_rows(named=True):
+        direction = "off (build has it)" if r["build_has_fix"] else "on"
+        shift = r["bm25_ndcg_shift"]
+        rows.append(
+            (
+                "published-defect audit",
+                f"{r['fix']} {direction}",
+                f"pools changed {r['pools_changed']:.0%}, rating Spearman "
+                f"{r['rating_spearman']:.3f}, BM25 nDCG@10 shift {shift:+.4f} "
+                f"({r['queries']} queries)",
+            )
+        )
+    return rows
+
+
 def build_report(
     context: dg.AssetExecutionContext,
     build: BuildConfig,
     store: DuckDBStore,
     judge: PairwiseJudge,
 ) -> dg.MaterializeResult:
-    """A Markdown report of the build (inputs, pools, tournament, judge) with plots."""
+    """A Markdown report of the build (inputs, construction, pools, tournament, judge, the
+    published-defect audit) with plots."""
     provenance = judge.provenance()
+    audited = "sabermath_audit" in [
+        d.asset_key.to_user_string()
+        for d in context.assets_def.specs_by_key[context.asset_key].deps
+    ]
 
     def compute() -> StageOutput:
         out = build.export_dir
         out.mkdir(parents=True, exist_ok=True)
         items = _report_items(build, store, provenance)
+        items += _audit_items(store) if audited else []
         pools = store.read_table("candidate_pools")
         ratings = store.read_table("bt_ratings").join(
             pools.select("query_id", "doc_id", "group"), on=["query_id", "doc_id"]
@@ -109,5 +132,18 @@ def build_report(
             plots=plots,
         )
 
-    settings = {"out": str(build.export_dir), **provenance}
+    settings = {
+        "out": str(build.export_dir),
+        **provenance,
+        "plan": build.construction_plan().as_provenance(),
+    }
     return materialize_stage(context, store, settings=settings, compute=compute)
+
+
+REPORT_DEPS = ["benchmark_export", "corpus", "candidate_pools", "judgments", "bt_ratings"]
+
+
+def build_report_asset(audited: bool) -> dg.AssetsDefinition:
+    """``build_report`` (reading the published-defect audit when the build has one)."""
+    deps = [*REPORT_DEPS, *(["sabermath_audit"] if audited else [])]
+    return dg.asset(group_name="export", deps=deps, kinds={"markdown"})(build_report)

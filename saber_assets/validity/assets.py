@@ -25,14 +25,14 @@ from saber_assets.validity.report import (
     triage_plot,
     validity_markdown,
 )
+from saber_assets.validity.variants import Variant, play_variant
 from saber_core.comparisons import PlayedRounds
 from saber_core.corpus import full_text_expr
-from saber_core.judgment_table import play_tournament, rating_table, tournament_violations
+from saber_core.judgment_table import tournament_violations
 from saber_core.text import TOKENIZER_VERSION, build_token_matrix, pool_jaccard
 from saber_core.validity import (
     bootstrap_intervals,
     mean_and_se,
-    recipe_agreement,
     sample_subset,
     split_half_reliability,
 )
@@ -40,16 +40,11 @@ from saber_core.validity_contamination import contamination_flags
 from saber_core.validity_round_robin import round_robin_agreement
 from saber_core.validity_triage import triage_replay
 from saber_eval import code_hash as eval_code_hash
-from saber_eval.benchmark import MAIN_SETTING, in_memory_benchmark
-from saber_eval.registry import load_registry
-from saber_eval.retrievers import retriever_factory
-from saber_eval.runner import per_query_ndcg
 from saber_resources.config import BuildConfig
 from saber_resources.judge import PairwiseJudge
 from saber_resources.slurm import SlurmDispatch
 from saber_resources.sources import alternative_summaries, load_corpus_frame
 from saber_resources.storage import DuckDBStore
-from saber_runtime.errors import fail_on_backend_errors
 from saber_runtime.metadata import check
 from saber_runtime.stage import StageOutput, materialize_stage
 
@@ -117,51 +112,29 @@ def _digest(frame: pl.DataFrame | None) -> str | None:
 
 def _recipe_comparison(context, build, store, judge, slurm, corpus, pools, own, other):
     """Play the build's tournament on the other recipe's pools (a seeded sample of the queries
-    both recipes could fill) and compare: (tables, figures)."""
-    t, ratings = build.tournament, store.read_table("bt_ratings").sort("query_id", "position")
+    both recipes could fill) and compare: (tables, figures, plot)."""
+    ratings = store.read_table("bt_ratings").sort("query_id", "position")
     both = sorted(set(ratings["query_id"]) & set(pools["query_id"]))
     picked = sample_subset(both, build.validity.recipe_queries, build.seed, RECIPE_STREAM)
     pools = pools.filter(pl.col("query_id").is_in(picked)).sort("query_id", "position")
-    grouped = pools.group_by("query_id", maintain_order=True).agg("doc_id")
-    query_ids, docs = grouped["query_id"].to_list(), np.array(grouped["doc_id"].to_list(), object)
-    bound = bound_judge(context, build, store, judge, slurm, "recipe_sensitivity")
-    rules = round_rules(build)
-    judgments = play_tournament(query_ids, docs, corpus_texts(corpus), bound, rules, bound.log)
-    s = bound.stats
-    fail_on_backend_errors("recipe tournament", s.errors, s.calls, s.hits)
-    played = PlayedRounds.from_frame(judgments, query_ids, docs.shape[1])
-    fit = build.construction_plan().bt
-    rated = rating_table(query_ids, docs, played, t.bt_soft, t.bt_c, fit)
-    alt = rated["rating"].to_numpy().reshape(docs.shape)
+    played = play_variant(
+        context,
+        build,
+        store,
+        judge,
+        slurm,
+        corpus,
+        pools,
+        round_rules(build),
+        build.construction_plan().bt,
+        RECIPE_RETRIEVERS,
+        (own, other),
+        "recipe_sensitivity",
+    )
     pools = pools.with_columns(
-        rated["strength"], rated["rating"], pl.lit(other).alias("summary_origin")
+        played.ratings["strength"], played.ratings["rating"], pl.lit(other).alias("summary_origin")
     )
-    mine = ratings.filter(pl.col("query_id").is_in(picked)).group_by(
-        "query_id", maintain_order=True
-    )
-    mine = mine.agg("doc_id", "rating")
-    per_query = recipe_agreement(
-        query_ids, mine["doc_id"].to_list(), mine["rating"].to_list(), docs.tolist(), alt.tolist()
-    )
-    sides = {d: (p, s) for d, p, s in corpus.select("doc_id", "problem", "solution").rows()}
-    domains = dict(store.read_table("queries").select("query_id", "domain").rows())
-    variants = {
-        own: in_memory_benchmark(
-            f"recipe-{own}",
-            query_ids,
-            mine["doc_id"].to_list(),
-            mine["rating"].to_list(),
-            sides,
-            domains,
-        ),
-        other: in_memory_benchmark(
-            f"recipe-{other}", query_ids, docs.tolist(), alt, sides, domains
-        ),
-    }
-    make = retriever_factory(build.eval_cache_path, seed=build.seed)
-    ndcg = per_query_ndcg(
-        variants, RECIPE_RETRIEVERS, make, load_registry(), MAIN_SETTING, log=bound.log
-    ).rename({"variant": "summary_origin"})
+    ndcg = played.ndcg.rename({"variant": "summary_origin"})
     shared = ratings.select("query_id", "doc_id", pl.col("rating").alias(f"rating_{own}")).join(
         pools.select("query_id", "doc_id", pl.col("rating").alias(f"rating_{other}")),
         on=["query_id", "doc_id"],
@@ -170,17 +143,18 @@ def _recipe_comparison(context, build, store, judge, slurm, corpus, pools, own, 
         shared, ndcg, own, other, RECIPE_RETRIEVERS, build.export_dir / "validity_recipe.png"
     )
     tables = {
-        "recipe_queries": per_query,
+        "recipe_queries": played.agreement,
         "recipe_pools": pools,
-        "recipe_judgments": with_provenance(judgments, judge),
+        "recipe_judgments": with_provenance(played.judgments, judge),
         "recipe_ndcg": ndcg,
     }
-    figures = _recipe_figures(per_query, ndcg, s, judgments.height)
+    figures = _recipe_figures(played, ndcg)
     figures["n_queries_without_other_recipe_pool"] = ratings["query_id"].n_unique() - len(both)
     return tables, figures, plot
 
 
-def _recipe_figures(per_query: pl.DataFrame, ndcg: pl.DataFrame, stats, n_judgments: int) -> dict:
+def _recipe_figures(played: Variant, ndcg: pl.DataFrame) -> dict:
+    per_query = played.agreement
     means = ndcg.group_by("retriever", "summary_origin").agg(pl.col("ndcg@10").mean())
     mean = {(r, o): v for r, o, v in means.rows()}
     rho, rho_se = mean_and_se(per_query["spearman"].fill_null(np.nan).to_numpy())
@@ -197,9 +171,9 @@ def _recipe_figures(per_query: pl.DataFrame, ndcg: pl.DataFrame, stats, n_judgme
         "ndcg_shift_llm_minus_human": {
             r: float(mean[(r, "llm")] - mean[(r, "human")]) for r in RECIPE_RETRIEVERS
         },
-        "recipe_judgments": n_judgments,
-        "recipe_judge_backend_calls": stats.calls,
-        "recipe_judge_cache_hits": stats.hits,
+        "recipe_judgments": played.judgments.height,
+        "recipe_judge_backend_calls": played.calls,
+        "recipe_judge_cache_hits": played.hits,
     }
 
 

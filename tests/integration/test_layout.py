@@ -77,9 +77,10 @@ def test_each_asset_lives_in_the_module_of_its_group_and_is_thin(tmp_path):
     assert too_long == {}
 
 
-def test_readme_asset_map_is_the_generated_one():
+def test_readme_asset_maps_are_the_generated_ones():
     readme = (PROJECT_ROOT / "README.md").read_text()
-    assert readme_section(readme) == asset_map(), "run `saber catalog` and paste it into README.md"
+    for method in ("platform", "sabermath"):
+        assert readme_section(readme, method) == asset_map(method), "paste `saber catalog`"
 
 
 def test_paper_profile_is_one_config_away(tmp_path):

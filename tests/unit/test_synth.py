@@ -190,9 +190,9 @@ def test_tag_paths_are_prefix_closed_paths_of_the_topics(small):
                 node, depth = parents[node][0], depth + 1
             if depth == 1:  # an area: its title is "area <k>"
                 continue
-            ends = [t for t in tags if t.endswith(f".{int(topic[1:])}")]
+            ends = [t for t in tags if t.endswith((f".{int(topic[1:])}", f"-{int(topic[1:])}"))]
             assert len(ends) == 1 and ends[0].count("/") == depth + 2
-        ends = {e for e in tags if any(e.endswith(f".{int(t[1:])}") for t in topics)}
+        ends = {e for e in tags for t in topics if e.endswith((f".{int(t[1:])}", f"-{int(t[1:])}"))}
         assert {t for t in deepest if "/topic " in t} <= ends
         for tag in tags:  # an area's domain key maps to the area's domain (area a: a mod 5)
             parts = tag.split("/")
