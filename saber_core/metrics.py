@@ -1,19 +1,27 @@
-"""Retrieval metrics: nDCG@k with exponential gain on float ratings, per-domain means.
+"""Retrieval metrics: nDCG@k (SABER's exponential gain, or trec_eval's linear gain on integer
+labels), integer relevance labels, per-domain means.
 
-DCG@k = Σ_{r=1..min(k, n)} (2^rel_r − 1) / log2(r + 1), where rel_r is the rating of the
-candidate at rank r (rank 1 first) when candidates are sorted by descending model score.
-Ties in score keep candidate (column) order: the earlier column ranks first. NaN scores rank
-last (after every real score, -inf included). IDCG@k is the DCG@k of the ratings sorted
-descending over ALL n candidates; nDCG@k = DCG@k / IDCG@k, and 0.0 when IDCG@k = 0 (every
-rating is 0). Ratings must be finite and ≥ 0 (the benchmark's are 0–5).
+DCG@k = Σ_{r=1..min(k, n)} g(rel_r) / log2(r + 1), where rel_r is the rating of the candidate at
+rank r (rank 1 first) when candidates are sorted by descending model score, with
+g(x) = 2^x − 1 (``gain="exponential"``, SABER's headline metric on the float ratings) or
+g(x) = x (``gain="linear"``, what trec_eval's ``ndcg_cut``, BEIR and MTEB compute on integer
+labels). Ties in score keep candidate (column) order — the earlier column ranks first — unless
+``tiebreak`` is given: then tied candidates are ordered by descending ``tiebreak`` key (trec_eval
+orders ties by descending doc id; :func:`trec_tiebreak` gives that key). NaN scores rank last
+(after every real score, -inf included). IDCG@k is the DCG@k of the ratings sorted descending
+over ALL n candidates; nDCG@k = DCG@k / IDCG@k, and 0.0 when IDCG@k = 0 (every rating is 0).
+Ratings must be finite and ≥ 0 (the benchmark's are 0–5).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 import polars as pl
+
+Gain = Literal["exponential", "linear"]
 
 
 def _check(scores: np.ndarray, ratings: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -28,23 +36,86 @@ def _check(scores: np.ndarray, ratings: np.ndarray, k: int) -> tuple[np.ndarray,
     return scores, ratings
 
 
-def dcg_at_k(scores: np.ndarray, ratings: np.ndarray, k: int = 10) -> np.ndarray:
-    """DCG@k per query, shape (Q,): Σ_{r ≤ k} (2^rel_r − 1) / log2(r + 1), ranked by score."""
+def integer_labels(ratings: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    """Integer relevance labels ``floor(scale · rating + 1/2)`` (round half up), int64.
+
+    ``scale = 1`` gives the exported ``beir/qrels/test.tsv`` labels (0–5); ``scale = 20`` the
+    MTEB task's 0–100 labels (``rating / 5 · 100``).
+    """
+    return np.floor(np.asarray(ratings, dtype=np.float64) * scale + 0.5).astype(np.int64)
+
+
+def trec_tiebreak(candidates: Sequence[Sequence[str]], width: int) -> np.ndarray:
+    """(Q, width) keys ordering tied candidates as trec_eval does: by descending doc id.
+
+    Key = the position of the doc id among its query's ids sorted ascending (strcmp order of
+    the UTF-8 bytes), so a larger key is a larger id; padded columns get −1.
+    """
+    keys = np.full((len(candidates), width), -1.0)
+    for i, docs in enumerate(candidates):
+        order = sorted(range(len(docs)), key=lambda j: docs[j].encode("utf-8"))
+        keys[i, order] = np.arange(len(docs))
+    return keys
+
+
+def _ranking(scores: np.ndarray, tiebreak: np.ndarray | None) -> np.ndarray:
+    """Column indices by descending score (NaN last); ties by column or descending tiebreak."""
+    if tiebreak is None:
+        # Stable ascending argsort of −score: descending score, ties by column, NaN (= −NaN) last.
+        return np.argsort(-scores, axis=1, kind="stable")
+    tiebreak = np.asarray(tiebreak, dtype=np.float64)
+    if tiebreak.shape != scores.shape:
+        raise ValueError(f"tiebreak {tiebreak.shape} must have the shape of scores {scores.shape}")
+    return np.lexsort((-tiebreak, -scores), axis=1)  # last key is primary; NaN sorts last
+
+
+def dcg_at_k(
+    scores: np.ndarray,
+    ratings: np.ndarray,
+    k: int = 10,
+    gain: Gain = "exponential",
+    tiebreak: np.ndarray | None = None,
+) -> np.ndarray:
+    """DCG@k per query, shape (Q,): Σ_{r ≤ k} g(rel_r) / log2(r + 1), ranked by score."""
     scores, ratings = _check(scores, ratings, k)
-    # Stable ascending argsort of −score: descending score, ties by column, NaN (= −NaN) last.
-    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-    gains = np.exp2(np.take_along_axis(ratings, order, axis=1)) - 1.0
+    order = _ranking(scores, tiebreak)[:, :k]
+    picked = np.take_along_axis(ratings, order, axis=1)
+    if gain == "exponential":
+        gains = np.exp2(picked) - 1.0
+    elif gain == "linear":
+        gains = picked
+    else:
+        raise ValueError(f"gain must be 'exponential' or 'linear', got {gain!r}")
     discounts = 1.0 / np.log2(np.arange(2, order.shape[1] + 2))
     return gains @ discounts
 
 
-def ndcg_at_k(scores: np.ndarray, ratings: np.ndarray, k: int = 10) -> np.ndarray:
+def ndcg_at_k(
+    scores: np.ndarray,
+    ratings: np.ndarray,
+    k: int = 10,
+    gain: Gain = "exponential",
+    tiebreak: np.ndarray | None = None,
+) -> np.ndarray:
     """nDCG@k per query, shape (Q,): DCG@k / IDCG@k (IDCG over all n candidates); 0 if IDCG = 0."""
-    dcg = dcg_at_k(scores, ratings, k)
-    ideal = dcg_at_k(ratings, ratings, k)  # ranking by the ratings themselves is the ideal order
+    dcg = dcg_at_k(scores, ratings, k, gain, tiebreak)
+    ideal = dcg_at_k(ratings, ratings, k, gain)  # ranking by the ratings is the ideal order
     out = np.zeros_like(dcg)
     np.divide(dcg, ideal, out=out, where=ideal > 0)
     return out
+
+
+def ndcg_trec(
+    scores: np.ndarray,
+    labels: np.ndarray,
+    candidates: Sequence[Sequence[str]],
+    k: int = 10,
+) -> np.ndarray:
+    """nDCG@k as trec_eval's ``ndcg_cut.k`` computes it (pytrec_eval, ir_measures, BEIR, MTEB):
+    linear gain on integer ``labels``, ranking by descending score with ties by descending doc
+    id, IDCG over the judged candidates (every candidate is judged here)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    return ndcg_at_k(scores, labels, k, "linear", trec_tiebreak(candidates, scores.shape[1]))
 
 
 def mean_by_group(values: np.ndarray, groups: Sequence[str]) -> dict[str, float]:

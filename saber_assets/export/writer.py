@@ -25,10 +25,10 @@ Files written to the export folder:
 import json
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 
 from saber_core.corpus import full_text_expr
+from saber_core.metrics import integer_labels
 from saber_resources.judge import PROVENANCE_COLUMNS
 from saber_resources.storage import LINEAGE_COLUMNS, DuckDBStore
 
@@ -173,9 +173,7 @@ def write_export(store: DuckDBStore, out: Path) -> dict[str, int]:
         pl.col("candidates").alias("corpus-id"),
         pl.col("relevance_scores").alias("score"),
     ).explode("corpus-id", "score")
-    qrels = qrels.with_columns(
-        pl.Series("score", np.floor(qrels["score"].to_numpy() + 0.5).astype(np.int64))
-    )
+    qrels = qrels.with_columns(pl.Series("score", integer_labels(qrels["score"].to_numpy())))
     qrels.write_csv(out / "beir" / "qrels" / "test.tsv", separator="\t")
     counts = {
         "queries.jsonl": queries.height,
