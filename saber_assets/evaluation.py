@@ -5,9 +5,10 @@ wrappers over ``saber_eval``).
 random, st:minilm on statement→full) on the export folder and writes run files, per-query CSVs
 and summaries under ``$SABER_HOME/eval/<export>-<hash>/``; its data identity is the export's
 content hash, so it also works on a folder written by ``saber export`` or by another project.
-``leaderboard`` rebuilds the leaderboard (DuckDB table, CSV, Markdown, plots) from every run
-summary in that folder, ``saber eval`` runs included. Both log to MLflow under
-``$SABER_HOME/mlruns``.
+``leaderboard`` rebuilds the leaderboard (DuckDB tables, CSV, Markdown, plots) from every run
+summary in that folder, ``saber eval`` runs included: ``ndcg@10`` and ``ndcg@10_trec`` with
+seeded paired-bootstrap 95% intervals, and the rank-stability table (``rank_stability``). Both
+log to MLflow under ``$SABER_HOME/mlruns``.
 """
 
 from pathlib import Path
@@ -20,7 +21,7 @@ from saber_eval.benchmark import MAIN_SETTING, load_benchmark, parse_settings
 from saber_eval.leaderboard import refresh_leaderboard, summary_files
 from saber_eval.registry import load_registry
 from saber_eval.retrievers import retriever_factory
-from saber_eval.runner import METRIC, eval_dir, evaluate_specs, result_tables
+from saber_eval.runner import METRIC, TREC_METRIC, eval_dir, evaluate_specs, result_tables
 from saber_eval.tracking import log_result, log_run
 from saber_resources.config import BuildConfig
 from saber_resources.storage import DuckDBStore, stable_hash
@@ -73,6 +74,7 @@ def retriever_runs(
         figures = {"benchmark_hash": benchmark.hash, "eval_dir": str(folder)}
         for r in results:
             figures[f"{METRIC}/{r.spec}/{r.setting}"] = round(r.mean, 4)
+            figures[f"{TREC_METRIC}/{r.spec}/{r.setting}"] = round(r.mean_trec, 4)
             figures[f"median_latency_s/{r.spec}/{r.setting}"] = round(r.median_latency_s, 6)
         files = [p for r in results for p in r.files.values()]
         tables = {"retriever_runs": per_query, "retriever_run_summaries": summaries}
@@ -100,7 +102,8 @@ def leaderboard(
     build: BuildConfig,
     store: DuckDBStore,
 ) -> dg.MaterializeResult:
-    """Leaderboard (nDCG@10 overall and per domain, median latency) with its plots."""
+    """Leaderboard (nDCG@10 and nDCG@10_trec with 95% intervals, per domain, median latency),
+    rank stability and plots."""
     summaries = store.read_table("retriever_run_summaries")
     folder, benchmark_hash = Path(summaries["eval_dir"][0]), summaries["benchmark_hash"][0]
     registry = load_registry()
@@ -114,7 +117,8 @@ def leaderboard(
             log_run(
                 build.home_path / "mlruns",
                 run_name=f"leaderboard · {folder.name}",
-                params={"benchmark_hash": benchmark_hash, "rows": board.frame.height},
+                params={"benchmark_hash": benchmark_hash, "rows": board.frame.height}
+                | {f"bootstrap_{k}": v for k, v in board.bootstrap.items()},
                 metrics={},
                 artifacts=[*board.files.values(), *board.plots.values()],
                 tags={"saber.benchmark": benchmark_hash},
@@ -124,11 +128,15 @@ def leaderboard(
             f"best/{s}": f"{r} ({v:.3f})"
             for s, r, v in best.first().select("setting", "retriever", METRIC).rows()
         }
+        figures |= {
+            f"top_stays/{t['setting']}/{t['metric']}": f"{t['top']} ({t['top_stays']:.3f})"
+            for t in board.top_stays
+        }
         figures |= {f"file/{k}": str(v) for k, v in board.files.items()}
         return StageOutput(
-            {"leaderboard": board.frame},
+            {"leaderboard": board.frame, "rank_stability": board.stability},
             figures=figures,
-            files=[board.files["csv"], board.files["markdown"]],
+            files=[board.files[k] for k in ("csv", "markdown", "stability_markdown")],
             plots=board.plots,
         )
 

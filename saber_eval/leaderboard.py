@@ -1,10 +1,18 @@
 """The leaderboard of one benchmark: every run summary found under its eval folder.
 
-Columns (CSV and Markdown): ``retriever`` (display name), ``setting``, ``ndcg@10``, one column
-per domain (mean nDCG@10 of its queries), ``median_latency_s``, ``n_queries``. The DuckDB table
-``leaderboard`` (``leaderboard.duckdb`` in the same folder) adds ``spec, kind, release_date,
-mean_latency_s, benchmark_hash``. Rows: settings in canonical order, then nDCG@10 descending.
-Display name, kind and release date come from the registry at refresh time.
+Columns (CSV): ``retriever`` (display name), ``setting``, ``ndcg@10`` (SABER: gain 2^rel − 1 on
+the float ratings, ideal over all candidates) with ``ndcg@10_ci_low/high`` (paired bootstrap
+95% interval over queries, :mod:`saber_eval.stability`), ``ndcg@10_trec`` (linear gain on the
+exported integer qrels ``round_half_up(rating)``, as trec_eval/BEIR/MTEB compute it) with its
+interval, ``ndcg@10_mteb`` (the score the ``mteb`` package itself reported for the run, ``saber
+eval --via mteb``; empty otherwise), one column per domain (mean nDCG@10 of its queries),
+``median_latency_s``, ``n_queries``. The Markdown shows each nDCG as ``value [low, high]``. The
+DuckDB table ``leaderboard`` (``leaderboard.duckdb`` in the same folder) adds ``spec, kind,
+release_date, mean_latency_s, benchmark_hash``; its table ``rank_stability`` (also
+``rank_stability.csv``/``.md``) holds each adjacent pair's interval overlap, order-flip share
+and paired test, and ``leaderboard.json`` the bootstrap settings (seed, resamples) and how often
+the #1 stays #1. Rows: settings in canonical order, then nDCG@10 descending. Display name, kind
+and release date come from the registry at refresh time.
 """
 
 from __future__ import annotations
@@ -18,9 +26,13 @@ import polars as pl
 
 from saber_eval.benchmark import SETTINGS
 from saber_eval.registry import Registry
-from saber_eval.runner import METRIC
+from saber_eval.runner import METRIC, TREC_METRIC
+from saber_eval.stability import METRICS, BootstrapSettings, board_confidence
 
 TABLE = "leaderboard"
+STABILITY_TABLE = "rank_stability"
+MTEB_METRIC = f"{METRIC}_mteb"
+NDCG_COLUMNS = [c for m in METRICS for c in (m, f"{m}_ci_low", f"{m}_ci_high")] + [MTEB_METRIC]
 
 
 def summary_files(folder: Path) -> list[Path]:
@@ -33,17 +45,24 @@ def load_summaries(folder: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in summary_files(folder)]
 
 
+def mteb_results(folder: Path) -> list[dict]:
+    """The MTEB-path results (``mteb/<slug>/<setting>.json``) of an eval folder."""
+    paths = sorted((Path(folder) / "mteb").glob("*/*.json"))
+    return [json.loads(p.read_text()) for p in paths if p.stem in SETTINGS]
+
+
 def domains_of(summaries: list[dict]) -> list[str]:
     """Every domain named in any summary, sorted."""
     return sorted({d for s in summaries for d in s["per_domain"]})
 
 
 def public_columns(frame: pl.DataFrame) -> list[str]:
-    """``retriever, setting, ndcg@10, <domains…>, median_latency_s, n_queries``."""
-    fixed = {"retriever", "setting", METRIC, "median_latency_s", "n_queries"}
+    """``retriever, setting, ndcg@10 (+ interval), ndcg@10_trec (+ interval), ndcg@10_mteb,
+    <domains…>, median_latency_s, n_queries``."""
+    fixed = {"retriever", "setting", *NDCG_COLUMNS, "median_latency_s", "n_queries"}
     extra = {"spec", "kind", "release_date", "mean_latency_s", "benchmark_hash"}
     domains = [c for c in frame.columns if c not in fixed | extra]
-    return ["retriever", "setting", METRIC, *domains, "median_latency_s", "n_queries"]
+    return ["retriever", "setting", *NDCG_COLUMNS, *domains, "median_latency_s", "n_queries"]
 
 
 def leaderboard_frame(summaries: list[dict], registry: Registry) -> pl.DataFrame:
@@ -57,6 +76,7 @@ def leaderboard_frame(summaries: list[dict], registry: Registry) -> pl.DataFrame
                 "retriever": entry.display_name,
                 "setting": s["setting"],
                 METRIC: float(s[METRIC]),
+                TREC_METRIC: s.get(TREC_METRIC),
                 **{d: s["per_domain"].get(d) for d in domains},
                 "median_latency_s": float(s["median_latency_s"]),
                 "n_queries": int(s["n_queries"]),
@@ -71,6 +91,7 @@ def leaderboard_frame(summaries: list[dict], registry: Registry) -> pl.DataFrame
         "retriever": pl.String,
         "setting": pl.String,
         METRIC: pl.Float64,
+        TREC_METRIC: pl.Float64,
         **dict.fromkeys(domains, pl.Float64),
         "median_latency_s": pl.Float64,
         "n_queries": pl.Int64,
@@ -89,11 +110,27 @@ def leaderboard_frame(summaries: list[dict], registry: Registry) -> pl.DataFrame
     )
 
 
-def to_markdown(frame: pl.DataFrame) -> str:
-    """The public columns as a Markdown table (nDCG 3 decimals, latency 4 significant)."""
-    columns = public_columns(frame)
+def _with_interval(row: dict, metric: str) -> str:
+    value, low, high = row.get(metric), row.get(f"{metric}_ci_low"), row.get(f"{metric}_ci_high")
+    if value is None:
+        return "–"
+    if low is None or high is None:
+        return f"{value:.3f}"
+    return f"{value:.3f} [{low:.3f}, {high:.3f}]"
 
-    def cell(column: str, value: object) -> str:
+
+def to_markdown(frame: pl.DataFrame) -> str:
+    """The public columns as a Markdown table: each nDCG as ``value [95% CI]`` (3 decimals),
+    latency 4 significant digits."""
+    columns = public_columns(frame)
+    interval_columns = {f"{m}_{end}" for m in METRICS for end in ("ci_low", "ci_high")}
+    shown = [c for c in columns if c not in interval_columns]
+    titles = {m: f"{m} [95% CI]" for m in METRICS}
+
+    def cell(column: str, row: dict) -> str:
+        value = row[column]
+        if column in METRICS:
+            return _with_interval(row, column)
         if value is None:
             return "–"
         if column == "median_latency_s":
@@ -102,9 +139,38 @@ def to_markdown(frame: pl.DataFrame) -> str:
             return f"{value:.3f}"
         return str(value).replace("|", "\\|")
 
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines = [
+        "| " + " | ".join(titles.get(c, c) for c in shown) + " |",
+        "|" + "---|" * len(shown),
+    ]
     for row in frame.select(columns).iter_rows(named=True):
-        lines.append("| " + " | ".join(cell(c, row[c]) for c in columns) + " |")
+        lines.append("| " + " | ".join(cell(c, row) for c in shown) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def stability_markdown(frame: pl.DataFrame, stability: pl.DataFrame, tops: list[dict]) -> str:
+    """The rank-stability table (display names) and the #1-stays-#1 lines."""
+    names = dict(zip(frame["spec"], frame["retriever"], strict=True))
+    lines = [
+        "| setting | metric | rank | retriever | next | Δ | 95% CIs overlap | order flips "
+        "| paired p | Δ 95% CI |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in stability.iter_rows(named=True):
+        lines.append(
+            f"| {r['setting']} | {r['metric']} | {r['rank']} | {names.get(r['spec'], r['spec'])} "
+            f"| {names.get(r['next_spec'], r['next_spec'])} | {r['difference']:+.3f} "
+            f"| {'yes' if r['ci_overlap'] else 'no'} | {100 * r['flip_share']:.1f}% "
+            f"| {r['p_value']:.4g} "
+            f"| [{r['difference_ci_low']:+.3f}, {r['difference_ci_high']:+.3f}] |"
+        )
+    lines.append("")
+    for t in tops:
+        lines.append(
+            f"- {t['setting']} · {t['metric']}: #1 {names.get(t['top'], t['top'])} stays #1 in "
+            f"{100 * t['top_stays']:.1f}% of resamples ({t['n_systems']} retrievers, "
+            f"{t['n_queries']} queries)"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -113,36 +179,82 @@ class Leaderboard:
     """The leaderboard frame and the files and plots written for it."""
 
     frame: pl.DataFrame
+    stability: pl.DataFrame = field(default_factory=pl.DataFrame)
+    top_stays: list[dict] = field(default_factory=list)
+    bootstrap: dict = field(default_factory=dict)
     files: dict[str, Path] = field(default_factory=dict)
     plots: dict[str, Path] = field(default_factory=dict)
 
 
-def write_leaderboard(frame: pl.DataFrame, folder: Path) -> dict[str, Path]:
-    """``leaderboard.csv``, ``leaderboard.md`` and the DuckDB table in ``leaderboard.duckdb``."""
+def write_leaderboard(board: Leaderboard, folder: Path) -> dict[str, Path]:
+    """``leaderboard.csv``/``.md``/``.json``, ``rank_stability.csv``/``.md`` and the DuckDB
+    tables ``leaderboard`` and ``rank_stability`` in ``leaderboard.duckdb``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    csv, md, db = (
-        folder / "leaderboard.csv",
-        folder / "leaderboard.md",
-        folder / "leaderboard.duckdb",
+    files = {
+        "csv": folder / "leaderboard.csv",
+        "markdown": folder / "leaderboard.md",
+        "json": folder / "leaderboard.json",
+        "stability_csv": folder / "rank_stability.csv",
+        "stability_markdown": folder / "rank_stability.md",
+        "duckdb": folder / "leaderboard.duckdb",
+    }
+    frame = board.frame
+    frame.select(public_columns(frame)).write_csv(files["csv"])
+    files["markdown"].write_text(to_markdown(frame))
+    board.stability.write_csv(files["stability_csv"])
+    files["stability_markdown"].write_text(
+        stability_markdown(frame, board.stability, board.top_stays)
     )
-    frame.select(public_columns(frame)).write_csv(csv)
-    md.write_text(to_markdown(frame))
-    con = duckdb.connect(str(db))
+    summary = {"bootstrap": board.bootstrap, "top_stays": board.top_stays}
+    files["json"].write_text(json.dumps(summary, indent=2))
+    con = duckdb.connect(str(files["duckdb"]))
     try:
-        con.register("_board", frame.to_arrow())
-        con.execute(f"CREATE OR REPLACE TABLE {TABLE} AS SELECT * FROM _board")
+        for table, data in ((TABLE, frame), (STABILITY_TABLE, board.stability)):
+            con.register("_board", data.to_arrow())
+            con.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM _board")
+            con.unregister("_board")
     finally:
         con.close()
-    return {"csv": csv, "markdown": md, "duckdb": db}
+    return files
 
 
-def refresh_leaderboard(folder: Path, registry: Registry, plots: bool = True) -> Leaderboard:
+def with_confidence(frame: pl.DataFrame, folder: Path, bootstrap: BootstrapSettings) -> Leaderboard:
+    """The frame with interval and MTEB columns (after ``ndcg@10`` and ``ndcg@10_trec``)."""
+    runs = list(zip(frame["spec"], frame["setting"], strict=True))
+    found = board_confidence(folder, runs, bootstrap)
+    mteb = pl.DataFrame(
+        [
+            {"spec": m["spec"], "setting": m["setting"], MTEB_METRIC: m[MTEB_METRIC]}
+            for m in mteb_results(folder)
+        ],
+        schema={"spec": pl.String, "setting": pl.String, MTEB_METRIC: pl.Float64},
+    )
+    joined = frame.join(found.intervals, on=["spec", "setting"], how="left").join(
+        mteb, on=["spec", "setting"], how="left"
+    )
+    columns = public_columns(joined)
+    joined = joined.select([*columns, *[c for c in joined.columns if c not in columns]])
+    return Leaderboard(
+        frame=joined,
+        stability=found.stability,
+        top_stays=found.top_stays,
+        bootstrap=bootstrap.as_dict(),
+    )
+
+
+def refresh_leaderboard(
+    folder: Path,
+    registry: Registry,
+    plots: bool = True,
+    bootstrap: BootstrapSettings | None = None,
+) -> Leaderboard:
     """Rebuild the leaderboard files (and plots) of an eval folder from its run summaries."""
     from saber_eval.plots import write_plots
 
     frame = leaderboard_frame(load_summaries(folder), registry)
-    board = Leaderboard(frame=frame, files=write_leaderboard(frame, folder))
+    board = with_confidence(frame, Path(folder), bootstrap or BootstrapSettings())
+    board.files = write_leaderboard(board, folder)
     if plots and frame.height:
-        board.plots = write_plots(frame, Path(folder))
+        board.plots = write_plots(board.frame, Path(folder))
     return board

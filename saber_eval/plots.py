@@ -4,7 +4,11 @@
   setting, points coloured by kind, each kind's Pareto frontier drawn as a step line;
 * ``per_domain.png`` — per-domain nDCG@10 bars of every retriever (main setting);
 * ``release_date.png`` — nDCG@10 vs release date for retrievers whose date is known (main
-  setting); not written when no date is known.
+  setting); not written when no date is known;
+* ``confidence.png`` — nDCG@10 and nDCG@10_trec of every retriever with their paired bootstrap
+  95% intervals as error bars (main setting), retrievers in leaderboard order;
+* ``mteb_correlation.png`` — SABER nDCG@10 vs a given MTEB score per retriever
+  (:func:`mteb_scatter`, ``saber eval --mteb-scores``).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import polars as pl
 
 from saber_eval.benchmark import MAIN_SETTING, SETTINGS
 from saber_eval.registry import KINDS
-from saber_eval.runner import METRIC
+from saber_eval.runner import METRIC, TREC_METRIC
 
 KIND_COLOURS = {"single-pass": "tab:blue", "reranker": "tab:red"}
 MIN_LATENCY = 1e-6  # log axis floor (seconds)
@@ -164,15 +168,64 @@ def release_date_plot(frame: pl.DataFrame, path: Path) -> Path | None:
     return path
 
 
+def confidence_plot(frame: pl.DataFrame, path: Path) -> Path:
+    """Both nDCG columns with 95% error bars (main setting), one row per retriever."""
+    plt = _pyplot()
+    setting = main_setting(frame)
+    part = frame.filter(pl.col("setting") == setting)
+    metrics = [m for m in (METRIC, TREC_METRIC) if part[m].null_count() < part.height]
+    fig, axes = plt.subplots(
+        1, len(metrics), figsize=(5 * len(metrics), 0.45 * part.height + 1.6), squeeze=False
+    )
+    y = np.arange(part.height)[::-1]
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        value = part[metric].fill_null(np.nan).to_numpy()
+        low = part[f"{metric}_ci_low"].fill_null(np.nan).to_numpy()
+        high = part[f"{metric}_ci_high"].fill_null(np.nan).to_numpy()
+        err = np.nan_to_num(np.vstack([value - low, high - value]), nan=0.0)
+        ax.errorbar(value, y, xerr=err, fmt="o", capsize=4, color="tab:blue")
+        ax.set_yticks(y, part["retriever"].to_list())
+        ax.set_xlim(0, 1.02)
+        ax.set_xlabel(f"{metric} (95% bootstrap interval)")
+        ax.grid(alpha=0.3, axis="x")
+    axes[0][0].set_title(f"{setting}: paired bootstrap over queries", fontsize=9, loc="left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def mteb_scatter(
+    names: Sequence[str], saber: Sequence[float], mteb: Sequence[float], title: str, path: Path
+) -> Path:
+    """SABER nDCG@10 (y) vs MTEB score (x), one labelled point per retriever."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 4.2))
+    ax.scatter(mteb, saber, color="tab:blue", zorder=3)
+    for x, y, name in zip(mteb, saber, names, strict=True):
+        ax.annotate(name, (x, y), fontsize=7, xytext=(4, 3), textcoords="offset points")
+    ax.set_xlabel("MTEB score (given)")
+    ax.set_ylabel(f"SABER {METRIC}")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def write_plots(frame: pl.DataFrame, folder: Path) -> dict[str, Path]:
     """Every plot of a leaderboard frame, written into ``folder``."""
-    from saber_eval.leaderboard import public_columns
+    from saber_eval.leaderboard import NDCG_COLUMNS, public_columns
 
-    domains = public_columns(frame)[3:-2]
+    columns = public_columns(frame)
+    domains = columns[2 + len(NDCG_COLUMNS) : -2]
     plots = {
         "quality_latency": quality_latency_plot(frame, folder / "quality_latency.png"),
         "per_domain": per_domain_plot(frame, domains, folder / "per_domain.png"),
     }
+    if f"{METRIC}_ci_low" in frame.columns:
+        plots["confidence"] = confidence_plot(frame, folder / "confidence.png")
     dated = release_date_plot(frame, folder / "release_date.png")
     if dated is not None:
         plots["release_date"] = dated

@@ -1,9 +1,12 @@
 """Run a retriever on a benchmark setting: timing, nDCG@10, per-domain means, run outputs.
 
-Per query i: nDCG@10_i from ``saber_core.metrics.ndcg_at_k`` (gain 2^rel − 1, discount
-1/log2(rank + 1), IDCG over all candidates; ranking by descending score, ties by candidate
-order). Reported: mean_i nDCG@10_i, per-domain means (``mean_by_group``), and the median over
-queries of the latency of one reranking task (one query × its candidates)::
+Per query i: nDCG@10_i from ``saber_core.metrics.ndcg_at_k`` (gain 2^rel − 1 on the float
+ratings, discount 1/log2(rank + 1), IDCG over all candidates; ranking by descending score, ties
+by candidate order) and nDCG@10_trec_i from ``saber_core.metrics.ndcg_trec`` (what trec_eval,
+BEIR and MTEB compute: linear gain on the exported integer qrels ``round_half_up(rating)`` of
+``beir/qrels/test.tsv``, ties by descending doc id). Reported: mean_i nDCG@10_i, mean_i
+nDCG@10_trec_i, per-domain means (``mean_by_group``), and the median over queries of the
+latency of one reranking task (one query × its candidates)::
 
     latency_i = perf_counter() around retriever.score(task_i) + charged_i
 
@@ -15,7 +18,7 @@ answers served from the LLM call cache make a re-run's latency a cache-lookup ti
 
 Outputs, under ``<out>/<benchmark folder name>-<hash[:8]>/runs/<retriever slug>/``:
 ``<setting>.trec`` (TREC run file), ``<setting>.per_query.csv`` (``query_id, domain, ndcg@10,
-latency_s``) and ``<setting>.json`` (the summary the leaderboard is built from).
+ndcg@10_trec, latency_s``) and ``<setting>.json`` (the summary the leaderboard is built from).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from saber_core.metrics import mean_by_labels, ndcg_at_k
+from saber_core.metrics import integer_labels, mean_by_labels, ndcg_at_k, ndcg_trec
 from saber_eval import code_hash
 from saber_eval.benchmark import Benchmark
 from saber_eval.registry import Registry, RetrieverEntry
@@ -42,6 +45,7 @@ from saber_eval.runfile import write_run
 
 K = 10
 METRIC = f"ndcg@{K}"
+TREC_METRIC = f"{METRIC}_trec"
 
 
 def retriever_slug(spec: str) -> str:
@@ -70,6 +74,7 @@ class RunResult:
     candidates: list[tuple[str, ...]]
     scores: list[np.ndarray]
     ndcg: np.ndarray
+    ndcg_trec: np.ndarray
     latency_s: np.ndarray
     entry: RetrieverEntry
     notes: dict[str, Any] = field(default_factory=dict)
@@ -82,6 +87,11 @@ class RunResult:
         return float(np.mean(self.ndcg))
 
     @property
+    def mean_trec(self) -> float:
+        """mean over queries of nDCG@k_trec (linear gain, integer qrels, trec_eval ties)."""
+        return float(np.mean(self.ndcg_trec))
+
+    @property
     def per_domain(self) -> dict[str, float]:
         """mean nDCG@k per domain; a query of several domains (``A|B``) counts in each."""
         return mean_by_labels(self.ndcg, [d.split("|") for d in self.domains])
@@ -92,12 +102,13 @@ class RunResult:
         return float(np.median(self.latency_s))
 
     def per_query(self) -> pl.DataFrame:
-        """``query_id, domain, ndcg@k, latency_s``."""
+        """``query_id, domain, ndcg@k, ndcg@k_trec, latency_s``."""
         return pl.DataFrame(
             {
                 "query_id": self.query_ids,
                 "domain": self.domains,
                 f"ndcg@{self.k}": self.ndcg,
+                f"ndcg@{self.k}_trec": self.ndcg_trec,
                 "latency_s": self.latency_s,
             }
         )
@@ -114,6 +125,7 @@ class RunResult:
             "benchmark_dir": self.benchmark_dir,
             "n_queries": len(self.query_ids),
             f"ndcg@{self.k}": self.mean,
+            f"ndcg@{self.k}_trec": self.mean_trec,
             "per_domain": self.per_domain,
             "median_latency_s": self.median_latency_s,
             "mean_latency_s": float(np.mean(self.latency_s)),
@@ -179,6 +191,12 @@ def run_retriever(
         candidates=[q.candidates for q in benchmark.queries],
         scores=scores,
         ndcg=ndcg_at_k(matrix, benchmark.ratings(), k),
+        ndcg_trec=ndcg_trec(
+            matrix,
+            integer_labels(benchmark.ratings()),
+            [q.candidates for q in benchmark.queries],
+            k,
+        ),
         latency_s=latency,
         entry=entry,
         notes=notes,
@@ -233,7 +251,8 @@ def describe(result: RunResult) -> str:
     """One line: spec · setting · nDCG@k (per domain) · median latency · queries."""
     domains = ", ".join(f"{d} {v:.3f}" for d, v in result.per_domain.items())
     return (
-        f"{result.spec} · {result.setting}: nDCG@{result.k} {result.mean:.4f} ({domains}) · "
+        f"{result.spec} · {result.setting}: nDCG@{result.k} {result.mean:.4f} ({domains}), "
+        f"trec {result.mean_trec:.4f} · "
         f"median latency {result.median_latency_s:.4g} s · {len(result.query_ids)} queries"
     )
 
@@ -263,9 +282,9 @@ def per_query_ndcg(
 
 
 def result_tables(results: Sequence[RunResult], folder: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(per query: ``retriever, setting, query_id, domain, ndcg@k, latency_s``; per run:
-    ``retriever, setting, display_name, kind, ndcg@k, median_latency_s, n_queries, per_domain
-    (JSON), run_file, eval_dir, benchmark_hash``) of evaluated runs."""
+    """(per query: ``retriever, setting, query_id, domain, ndcg@k, ndcg@k_trec, latency_s``; per
+    run: ``retriever, setting, display_name, kind, ndcg@k, ndcg@k_trec, median_latency_s,
+    n_queries, per_domain (JSON), run_file, eval_dir, benchmark_hash``) of evaluated runs."""
     per_query = pl.concat(
         [
             r.per_query().select(
@@ -282,6 +301,7 @@ def result_tables(results: Sequence[RunResult], folder: Path) -> tuple[pl.DataFr
                 "display_name": r.entry.display_name,
                 "kind": r.entry.kind,
                 METRIC: r.mean,
+                TREC_METRIC: r.mean_trec,
                 "median_latency_s": r.median_latency_s,
                 "n_queries": len(r.query_ids),
                 "per_domain": json.dumps(r.per_domain, sort_keys=True),

@@ -4,8 +4,11 @@ Default store: the file store ``$SABER_HOME/mlruns`` (URI ``Path(...).as_uri()``
 tracking URI (e.g. ``sqlite:///…``) can be passed instead. MLflow ≥ 3.7 refuses file stores
 unless ``MLFLOW_ALLOW_FILE_STORE=true``; this module sets that (if unset) for file URIs only.
 Params: retriever, setting, benchmark hash (+ display name, kind, benchmark folder, code hash);
-metrics: ``ndcg_at_10``, ``ndcg_at_10.<domain>``, ``median_latency_s``, ``mean_latency_s``;
-artifacts: the run file, the per-query CSV and the leaderboard plots. ``mlflow`` is imported
+metrics: ``ndcg_at_10``, ``ndcg_at_10_trec``, ``ndcg_at_10.<domain>``, ``median_latency_s``,
+``mean_latency_s`` and, from the refreshed leaderboard, the bootstrap intervals
+(``ndcg_at_10_ci_low`` …) and the MTEB score when there is one; params also record the bootstrap
+seed and resamples; artifacts: the run file, the per-query CSV, the leaderboard and
+rank-stability files and the plots. ``mlflow`` is imported
 only when logging.
 """
 
@@ -88,9 +91,30 @@ def _create_experiment(client: Any, name: str) -> str:
         return found.experiment_id
 
 
-def log_result(result: Any, store: str | Path, plots: Iterable[Path] = ()) -> str:
-    """Log one ``RunResult`` (after ``write_outputs``) with the leaderboard plots."""
-    metrics = {f"ndcg@{result.k}": result.mean}
+def board_metrics(board: Any, spec: str, setting: str) -> dict[str, float]:
+    """The interval (and MTEB) columns of one leaderboard row, nulls left out."""
+    from saber_eval.leaderboard import NDCG_COLUMNS
+
+    frame = board.frame
+    row = frame.filter((frame["spec"] == spec) & (frame["setting"] == setting))
+    if row.height == 0:
+        return {}
+    values = row.select([c for c in NDCG_COLUMNS if c in row.columns]).row(0, named=True)
+    return {k: float(v) for k, v in values.items() if v is not None}
+
+
+def log_result(
+    result: Any,
+    store: str | Path,
+    plots: Iterable[Path] = (),
+    board: Any = None,
+    files: Iterable[Path] = (),
+) -> str:
+    """Log one ``RunResult`` (after ``write_outputs``) with the leaderboard plots; given the
+    refreshed ``Leaderboard``, its intervals, bootstrap settings and files too."""
+    metrics = {f"ndcg@{result.k}": result.mean, f"ndcg@{result.k}_trec": result.mean_trec}
+    if board is not None:
+        metrics |= board_metrics(board, result.spec, result.setting)
     metrics |= {f"ndcg@{result.k}.{d}": v for d, v in result.per_domain.items()}
     metrics |= {
         "median_latency_s": result.median_latency_s,
@@ -109,12 +133,14 @@ def log_result(result: Any, store: str | Path, plots: Iterable[Path] = ()) -> st
         "k": result.k,
         "code": code_hash(),
     }
-    files = [result.files[k] for k in ("run_file", "per_query") if k in result.files]
+    if board is not None:
+        params |= {f"bootstrap_{k}": v for k, v in board.bootstrap.items()}
+    run_files = [result.files[k] for k in ("run_file", "per_query") if k in result.files]
     return log_run(
         store,
         run_name=f"{result.spec} · {result.setting}",
         params=params,
         metrics=metrics,
-        artifacts=[*files, *plots],
+        artifacts=[*run_files, *files, *plots],
         tags={"saber.benchmark": result.benchmark_hash},
     )

@@ -190,6 +190,12 @@ def test_per_domain_means_and_leaderboard_columns(tiny, tmp_path):
         "retriever",
         "setting",
         "ndcg@10",
+        "ndcg@10_ci_low",
+        "ndcg@10_ci_high",
+        "ndcg@10_trec",
+        "ndcg@10_trec_ci_low",
+        "ndcg@10_trec_ci_high",
+        "ndcg@10_mteb",
         "Algebra",
         "Geometry",
         "Number Theory",
@@ -204,7 +210,8 @@ def test_per_domain_means_and_leaderboard_columns(tiny, tmp_path):
         part = csv.filter(pl.col("setting") == setting)["ndcg@10"].to_list()
         assert part == sorted(part, reverse=True)
     md = board.files["markdown"].read_text().splitlines()
-    assert md[0] == "| " + " | ".join(expected) + " |"
+    shown = ["ndcg@10 [95% CI]", "ndcg@10_trec [95% CI]", "ndcg@10_mteb"]
+    assert md[0] == "| " + " | ".join(expected[:2] + shown + expected[9:]) + " |"
     assert any(line.startswith("| Random (seeded) | statement-full |") for line in md)
     import duckdb
 
@@ -212,7 +219,7 @@ def test_per_domain_means_and_leaderboard_columns(tiny, tmp_path):
     table = con.sql("SELECT spec, setting, kind FROM leaderboard ORDER BY spec, setting").fetchall()
     con.close()
     assert ("jaccard", "full-full", "single-pass") in table and len(table) == 4
-    assert set(board.plots) == {"quality_latency", "per_domain"}  # no release date known
+    assert set(board.plots) == {"quality_latency", "per_domain", "confidence"}  # no release date
     for path in board.plots.values():
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

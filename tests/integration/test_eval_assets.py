@@ -32,7 +32,15 @@ def test_assets_evaluate_the_export_and_build_the_leaderboard(tmp_path):
     result = materialize(build, store)
     assert result.success
     runs = store.read_table("retriever_runs")
-    assert runs.columns == ["retriever", "setting", "query_id", "domain", "ndcg@10", "latency_s"]
+    assert runs.columns == [
+        "retriever",
+        "setting",
+        "query_id",
+        "domain",
+        "ndcg@10",
+        "ndcg@10_trec",
+        "latency_s",
+    ]
     assert runs.height == len(DEFAULT_RETRIEVERS) * len(QUERIES)
     assert set(runs["setting"]) == {"statement-full"}
     board = store.read_table("leaderboard")
