@@ -1,7 +1,10 @@
 """The ``saber`` command.
 
     saber build [--profile P]          materialize the whole asset graph in-process
-    saber export --out DIR             write the export of the last build to a folder
+    saber export --out DIR [--format saber|mteb|sabermath] [--benchmark DIR]
+                                       write the export of the last build to a folder (saber),
+                                       or an export folder as an MTEB reranking task (mteb) or
+                                       in the released SaberMath schema (sabermath)
     saber lineage --query Q [--doc D]  print the provenance chain of a rating
     saber synth --out DIR              write the seeded paper-shaped synthetic input
     saber catalog                      print the asset map (asset, module, group, checks)
@@ -32,14 +35,21 @@ def build_parser() -> argparse.ArgumentParser:
     p_build.add_argument("--profile", help="profile name or YAML path (default: SABER_PROFILE)")
     p_export = sub.add_parser("export", help="write the export of the last build to a folder")
     p_export.add_argument("--out", type=Path, required=True)
+    p_export.add_argument("--profile")
     p_export.add_argument(
         "--format",
-        choices=("saber", "sabermath"),
+        choices=sorted(EXPORT_FORMATS),
         default="saber",
-        help="saber: queries/corpus JSONL, judgments, BEIR; sabermath: the released SaberMath "
-        "schema (queries/documents as datasets folders and parquet)",
+        help="saber: the build's export (from its store); mteb: an MTEB reranking task, "
+        "sabermath: the released SaberMath schema (datasets folders and parquet), both written "
+        "from an export folder",
     )
-    p_export.add_argument("--profile")
+    p_export.add_argument(
+        "--benchmark", type=Path, help="export folder to convert (default: the build's export)"
+    )
+    p_export.add_argument(
+        "--setting", default="statement-full", help="task setting of the MTEB format"
+    )
     p_synth = sub.add_parser("synth", help="write the seeded paper-shaped synthetic input")
     p_synth.add_argument("--out", type=Path, required=True)
     p_synth.add_argument("--scale", type=float, default=1.0, help="1.0 = paper size (283K docs)")
@@ -50,6 +60,45 @@ def build_parser() -> argparse.ArgumentParser:
     p_lineage.add_argument("--doc", help="candidate doc id (default: the top-rated candidate)")
     p_lineage.add_argument("--profile")
     return parser
+
+
+def _export_saber(args: argparse.Namespace) -> dict[str, int]:
+    """The build's export, written from its DuckDB store."""
+    from saber_assets.export.writer import write_export
+    from saber_resources.config import load_build_config
+    from saber_resources.storage import DuckDBStore
+
+    build = load_build_config(args.profile)
+    return write_export(DuckDBStore(database=str(build.database_path)), args.out)
+
+
+def _export_mteb(args: argparse.Namespace) -> dict[str, int]:
+    """An export folder (default: the build's) as an MTEB task; Dagster-free."""
+    from saber_eval.mteb_task import write_mteb_task
+    from saber_resources.paths import SaberPaths
+
+    source = args.benchmark or SaberPaths.for_profile(args.profile).export_dir
+    return write_mteb_task(source, args.out, args.setting)
+
+
+def _export_sabermath(args: argparse.Namespace) -> dict[str, int]:
+    """An export folder (default: the build's) in the released SaberMath schema; Dagster-free."""
+    from saber_eval.sabermath_format import write_sabermath
+    from saber_resources.paths import SaberPaths
+
+    return write_sabermath(
+        args.benchmark or SaberPaths.for_profile(args.profile).export_dir, args.out
+    )
+
+
+# --format NAME → writer(args) -> {file: rows}; a new format is one more entry.
+EXPORT_FORMATS = {"saber": _export_saber, "mteb": _export_mteb, "sabermath": _export_sabermath}
+
+
+def _export(args: argparse.Namespace) -> int:
+    for name, rows in EXPORT_FORMATS[args.format](args).items():
+        print(f"{args.out / name}: {rows} rows")
+    return 0
 
 
 def _synth(args: argparse.Namespace) -> int:
@@ -66,7 +115,7 @@ def _synth(args: argparse.Namespace) -> int:
 
 
 def _with_build(args: argparse.Namespace) -> int:
-    """``build``, ``export`` and ``lineage``: the subcommands that read the build's store."""
+    """``build`` and ``lineage``: the subcommands that read the build's store."""
     from saber_resources.config import load_build_config
     from saber_resources.storage import BuildLockedError, DuckDBStore
 
@@ -83,30 +132,11 @@ def _with_build(args: argparse.Namespace) -> int:
         if not result.success:
             return 1
         print(summary(store, build.export_dir))
-    elif args.command == "lineage":
+    else:
         from saber_cli.lineage import lineage_report
 
         print(lineage_report(store, args.query, args.doc))
-    else:
-        for name, rows in export_benchmark(store, args.out, args.format).items():
-            print(f"{args.out / name}: {rows} rows")
     return 0
-
-
-def export_benchmark(store, out: Path, fmt: str = "saber") -> dict[str, int]:
-    """Write the last build's benchmark to ``out`` in ``fmt`` (``saber``: the export folder;
-    ``sabermath``: the released schema); returns the rows per file or dataset."""
-    import tempfile
-
-    from saber_assets.export.writer import write_export
-
-    if fmt == "saber":
-        return write_export(store, out)
-    from saber_eval.sabermath_format import write_sabermath
-
-    with tempfile.TemporaryDirectory() as staging:
-        write_export(store, Path(staging))
-        return write_sabermath(Path(staging), out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "synth":
         return _synth(args)
+    if args.command == "export":
+        return _export(args)
     if args.command == "catalog":
         from saber_cli.catalog import METHODS, asset_map
 

@@ -2,7 +2,15 @@
 
     saber eval --benchmark DIR --retriever SPEC [--retriever SPEC …]
                [--setting statement-statement|statement-full|full-full|all] [--out DIR]
+               [--via saber|mteb] [--mteb-scores FILE] [--bootstrap N]
                [--compare A B] [--cache FILE] [--mlflow URI|DIR | --no-mlflow] [--seed N]
+
+``--via mteb`` also runs the real ``mteb`` package (offline) on the benchmark written as an MTEB
+reranking task (``<out>/<benchmark>/mteb_task/<setting>/``) for every ``st:`` retriever and
+records its nDCG@10 next to ours (``mteb/<slug>/<setting>.json``, leaderboard column
+``ndcg@10_mteb``). ``--mteb-scores FILE`` correlates the leaderboard with given MTEB scores.
+The leaderboard's bootstrap intervals use ``--bootstrap`` resamples (default 10,000) seeded by
+``--seed``.
 
 Defaults come from the build config (``SABER_HOME``): benchmark ``$SABER_HOME/export``, output
 ``$SABER_HOME/eval``, caches ``$SABER_HOME/cache/eval_cache.duckdb`` (embeddings and LLM calls),
@@ -17,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from saber_eval.benchmark import MAIN_SETTING, SETTINGS, Benchmark, load_benchmark, parse_settings
@@ -25,6 +34,8 @@ from saber_eval.registry import Registry, load_registry
 from saber_eval.retrievers import Retriever, retriever_factory
 from saber_eval.runner import METRIC, RunResult, eval_dir, evaluate_specs, retriever_slug
 from saber_eval.significance import Comparison, compare
+from saber_eval.stability import N_RESAMPLES, BootstrapSettings
+from saber_resources.embedding_cache import EmbeddingCache
 from saber_resources.paths import SaberPaths
 
 
@@ -49,6 +60,55 @@ def default_paths(profile: str | None = None) -> EvalPaths:
     )
 
 
+def run_via_mteb(
+    benchmark: Benchmark,
+    results: Sequence[RunResult],
+    folder: Path,
+    *,
+    registry: Registry,
+    cache: EmbeddingCache,
+    log: Callable[[str], None] = print,
+) -> dict[str, Path]:
+    """For every ``st:`` result: write the MTEB task of its setting (once), run ``mteb`` on it
+    and record mteb's scores next to ours under its label convention."""
+    from saber_eval.mteb_task import (
+        MTEBRun,
+        mteb_results_path,
+        ndcg_mteb_convention,
+        run_mteb,
+        write_mteb_result,
+        write_mteb_task,
+    )
+
+    written: dict[str, Path] = {}
+    tasks: dict[str, Path] = {}
+    for result in results:
+        if not result.spec.startswith("st:"):
+            log(f"mteb: skipping {result.spec} (--via mteb runs st: bi-encoders)")
+            continue
+        if result.setting not in tasks:
+            tasks[result.setting] = folder / "mteb_task" / result.setting
+            write_mteb_task(benchmark, tasks[result.setting], result.setting)
+        before_encoded, before_hits = cache.encoded, cache.hits
+        scores, _ = run_mteb(tasks[result.setting], result.spec, cache, registry.get(result.spec))
+        run = MTEBRun(
+            spec=result.spec,
+            setting=result.setting,
+            scores=scores,
+            ours=float(np.mean(ndcg_mteb_convention(benchmark, result.scores))),
+            encoded=cache.encoded - before_encoded,
+            served_from_cache=cache.hits - before_hits,
+        )
+        path = mteb_results_path(folder, retriever_slug(result.spec), result.setting)
+        written[f"{result.spec}/{result.setting}"] = write_mteb_result(run, path)
+        log(
+            f"mteb · {run.spec} · {run.setting}: mteb nDCG@10 {run.mteb_ndcg:.5f} "
+            f"(0–100 labels, linear gain); ours under that convention {run.ours:.5f}; "
+            f"texts encoded {run.encoded}, from the embedding cache {run.served_from_cache}"
+        )
+    return written
+
+
 def run_evaluation(
     benchmark: Benchmark,
     specs: Sequence[str],
@@ -59,18 +119,24 @@ def run_evaluation(
     make: Callable[[str], Retriever],
     mlflow: str | None = None,
     log: Callable[[str], None] = print,
+    bootstrap: BootstrapSettings | None = None,
+    via_mteb: EmbeddingCache | None = None,
 ) -> tuple[list[RunResult], Leaderboard]:
-    """Evaluate, refresh the leaderboard and plots, log each run to MLflow (when given)."""
+    """Evaluate, (with ``via_mteb`` = the embedding cache: run mteb on the ``st:`` results),
+    refresh the leaderboard and plots, log each run to MLflow (when given)."""
     folder = eval_dir(out, benchmark)
     results = evaluate_specs(
         benchmark, specs, settings, folder, registry=registry, make=make, log=log
     )
-    board = refresh_leaderboard(folder, registry)
+    if via_mteb is not None:
+        run_via_mteb(benchmark, results, folder, registry=registry, cache=via_mteb, log=log)
+    board = refresh_leaderboard(folder, registry, bootstrap=bootstrap)
     if mlflow:
         from saber_eval.tracking import log_result
 
+        files = [p for k, p in board.files.items() if k != "duckdb"]
         for result in results:
-            log_result(result, mlflow, plots=board.plots.values())
+            log_result(result, mlflow, plots=board.plots.values(), board=board, files=files)
     return results, board
 
 
@@ -128,7 +194,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--registry", type=Path, help="retriever registry (retrievers.yaml)")
     parser.add_argument("--mlflow", help="MLflow tracking URI or folder ($SABER_HOME/mlruns)")
     parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
-    parser.add_argument("--seed", type=int, default=0, help="seed of random and significance")
+    parser.add_argument("--seed", type=int, default=0, help="seed of random, bootstrap, tests")
+    parser.add_argument(
+        "--via",
+        choices=["saber", "mteb"],
+        default="saber",
+        help="mteb: also run the mteb package on the benchmark as an MTEB task (st: retrievers)",
+    )
+    parser.add_argument(
+        "--mteb-scores", type=Path, metavar="FILE", help="CSV retriever,mteb_score to correlate"
+    )
+    parser.add_argument(
+        "--bootstrap", type=int, default=N_RESAMPLES, help="bootstrap resamples of the intervals"
+    )
     parser.add_argument("--profile", help="build profile whose SABER home gives the defaults")
     return parser
 
@@ -137,15 +215,17 @@ def eval_main(argv: list[str]) -> int:
     """Entry point of ``saber eval`` (returns the exit code)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not args.retriever and not args.compare:
-        parser.error("give --retriever SPEC and/or --compare A B")
+    if not args.retriever and not args.compare and not args.mteb_scores:
+        parser.error("give --retriever SPEC, --compare A B and/or --mteb-scores FILE")
     defaults = default_paths(args.profile)
     benchmark = load_benchmark(args.benchmark or defaults.benchmark)
     settings = parse_settings(args.setting)
     out = args.out or defaults.out
     mlflow = None if args.no_mlflow else (args.mlflow or defaults.mlflow)
     registry = load_registry(args.registry)
-    make = retriever_factory(args.cache or defaults.cache, seed=args.seed)
+    cache = EmbeddingCache(args.cache or defaults.cache)
+    make = retriever_factory(args.cache or defaults.cache, seed=args.seed, cache=cache)
+    bootstrap = BootstrapSettings(n_resamples=args.bootstrap, seed=args.seed)
     folder = eval_dir(out, benchmark)
     print(f"benchmark: {benchmark.path} ({len(benchmark.queries)} queries, hash {benchmark.hash})")
     specs = list(dict.fromkeys(args.retriever))
@@ -157,9 +237,18 @@ def eval_main(argv: list[str]) -> int:
         ]
     if specs:
         _, board = run_evaluation(
-            benchmark, specs, settings, out, registry=registry, make=make, mlflow=mlflow
+            benchmark,
+            specs,
+            settings,
+            out,
+            registry=registry,
+            make=make,
+            mlflow=mlflow,
+            bootstrap=bootstrap,
+            via_mteb=cache if args.via == "mteb" else None,
         )
         print(f"leaderboard: {board.files['markdown']}")
+        print(f"rank stability: {board.files['stability_markdown']}")
         for name, path in board.plots.items():
             print(f"plot {name}: {path}")
         if mlflow:
@@ -175,4 +264,37 @@ def eval_main(argv: list[str]) -> int:
             print(result.describe())
             name = f"{retriever_slug(a)}__vs__{retriever_slug(b)}.{setting}.json"
             (target / name).write_text(json.dumps(result.as_dict(), indent=2))
+    if args.mteb_scores:
+        correlate_with_mteb(folder, args.mteb_scores, settings[0], registry, bootstrap, mlflow)
     return 0
+
+
+def correlate_with_mteb(
+    folder: Path,
+    scores: Path,
+    setting: str,
+    registry: Registry,
+    bootstrap: BootstrapSettings,
+    mlflow: str | None,
+) -> dict:
+    """Spearman/Kendall of the stored leaderboard vs an MTEB-score CSV (+ plot, MLflow)."""
+    from saber_eval.correlation import write_correlation
+
+    board = refresh_leaderboard(folder, registry, plots=False, bootstrap=bootstrap)
+    stats, files = write_correlation(board.frame, scores, folder, setting)
+    print(
+        f"SABER {METRIC} vs MTEB ({setting}, n = {stats['n']}): Spearman ρ "
+        f"{stats['spearman']:.3f} (p {stats['spearman_p']:.3g}), Kendall τ-b "
+        f"{stats['kendall_tau_b']:.3f} (p {stats['kendall_p']:.3g}); plot {files['plot']}"
+    )
+    if mlflow:
+        from saber_eval.tracking import log_run
+
+        log_run(
+            mlflow,
+            run_name=f"mteb correlation · {folder.name}",
+            params={"setting": setting, "scores_file": str(scores), "n": stats["n"]},
+            metrics={k: stats[k] for k in ("spearman", "kendall_tau_b")},
+            artifacts=list(files.values()),
+        )
+    return stats

@@ -357,8 +357,9 @@ def make_retriever(
 def retriever_factory(
     cache_path: Path | None, seed: int = 0, **overrides: Any
 ) -> Callable[[str], Retriever]:
-    """``spec → Retriever`` sharing one embedding cache (and LLM call cache) file."""
-    cache = EmbeddingCache(cache_path)
+    """``spec → Retriever`` sharing one embedding cache (``overrides["cache"]``, else one on
+    ``cache_path``) and LLM call cache file."""
+    cache = overrides.pop("cache", None) or EmbeddingCache(cache_path)
 
     def make(spec: str) -> Retriever:
         llm_store = None

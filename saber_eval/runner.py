@@ -5,7 +5,7 @@ ratings, discount 1/log2(rank + 1), IDCG over all candidates; ranking by descend
 by candidate order) and nDCG@10_trec_i from ``saber_core.metrics.ndcg_trec`` (what trec_eval,
 BEIR and MTEB compute: linear gain on the exported integer qrels ``round_half_up(rating)`` of
 ``beir/qrels/test.tsv``, ties by descending doc id). Reported: mean_i nDCG@10_i, mean_i
-nDCG@10_trec_i, per-domain means (``mean_by_group``), and the median over queries of the
+nDCG@10_trec_i, per-domain means (``mean_by_labels``), and the median over queries of the
 latency of one reranking task (one query × its candidates)::
 
     latency_i = perf_counter() around retriever.score(task_i) + charged_i

@@ -146,18 +146,21 @@ def test_the_audit_covers_every_fix_and_the_report_lists_it(sabermath_build):
     assert "| method | sabermath |" in report
 
 
-def test_released_schema_reads_back_with_datasets(sabermath_build, tmp_path):
+def test_released_schema_reads_back_with_datasets(sabermath_build, tmp_path, capsys):
     from datasets import load_from_disk
 
-    from saber_cli.main import export_benchmark
+    from saber_cli.main import main
     from saber_eval.benchmark import load_benchmark
 
-    _, store, _, _ = sabermath_build
+    build, store, _, _ = sabermath_build
     out = tmp_path / "released"
-    assert export_benchmark(store, out, "sabermath") == {
-        "queries": 8,
-        "documents": len(set(store.read_table("candidate_pools")["doc_id"])),
-    }
+    args = ["export", "--format", "sabermath", "--benchmark", str(build.export_dir)]
+    assert main([*args, "--out", str(out)]) == 0
+    documents_in_pools = len(set(store.read_table("candidate_pools")["doc_id"]))
+    assert capsys.readouterr().out.splitlines() == [
+        f"{out / 'queries'}: 8 rows",
+        f"{out / 'documents'}: {documents_in_pools} rows",
+    ]
     queries, documents = (
         load_from_disk(str(out / "queries")),
         load_from_disk(str(out / "documents")),
