@@ -460,8 +460,10 @@ def test_importing_saber_eval_imports_neither_dagster_nor_mlflow():
         "import sys, saber_eval, saber_eval.benchmark, saber_resources.embedding_cache, "
         "saber_eval.cli, "
         "saber_eval.leaderboard, saber_eval.plots, saber_eval.registry, saber_eval.retrievers, "
-        "saber_eval.runfile, saber_eval.runner, saber_eval.significance, saber_eval.tracking; "
-        "print('dagster' in sys.modules, 'mlflow' in sys.modules, 'torch' in sys.modules)"
+        "saber_eval.runfile, saber_eval.runner, saber_eval.significance, saber_eval.tracking, "
+        "saber_eval.stability, saber_eval.mteb_task, saber_eval.correlation; "
+        "print('dagster' in sys.modules, 'mlflow' in sys.modules, 'torch' in sys.modules, "
+        "'mteb' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False False False"
+    assert out.stdout.strip() == "False False False False"
