@@ -3,14 +3,19 @@
 A benchmark directory in the export format (``queries.jsonl`` + ``corpus.jsonl``) is evaluated
 per retriever and task setting: a TREC run file, per-query nDCG@10 (exponential gain, ideal over
 all candidates — ``saber_core.metrics``), per-domain means and the median wall-clock latency per
-reranking task. Results accumulate in a leaderboard (DuckDB table, CSV, Markdown, plots), can be
-logged to MLflow, and two retrievers can be compared with a paired randomization test.
+reranking task, and nDCG@10_trec (trec_eval's linear gain on the exported integer qrels).
+Results accumulate in a leaderboard (DuckDB table, CSV, Markdown, plots) with paired-bootstrap
+intervals and a rank-stability table, can be logged to MLflow, and two retrievers can be
+compared with a paired randomization test. The benchmark can be written as an MTEB task and
+evaluated by the real ``mteb`` package (``--via mteb``), and the leaderboard correlated with
+given MTEB scores.
 
 Modules: ``benchmark`` (loading, settings, texts), ``registry`` (``retrievers.yaml``, input
 envelopes), ``cache`` (embedding cache keyed by the exact text sent), ``retrievers``,
 ``runner`` (timing, metrics, run outputs), ``runfile`` (TREC run files), ``leaderboard``,
-``plots`` (incl. the Pareto frontier), ``significance``, ``tracking`` (MLflow), ``cli``
-(``eval_main``).
+``plots`` (incl. the Pareto frontier), ``significance``, ``stability`` (intervals, rank
+stability), ``mteb_task`` (MTEB task and ``--via mteb``), ``correlation`` (SABER vs MTEB),
+``tracking`` (MLflow), ``cli`` (``eval_main``).
 """
 
 from __future__ import annotations
