@@ -18,7 +18,7 @@ from pydantic import Field
 
 from saber_eval import code_hash
 from saber_eval.benchmark import MAIN_SETTING, load_benchmark, parse_settings
-from saber_eval.leaderboard import refresh_leaderboard, summary_files
+from saber_eval.leaderboard import mteb_result_files, refresh_leaderboard, summary_files
 from saber_eval.registry import load_registry
 from saber_eval.retrievers import retriever_factory
 from saber_eval.runner import METRIC, TREC_METRIC, eval_dir, evaluate_specs, result_tables
@@ -108,7 +108,8 @@ def leaderboard(
     folder, benchmark_hash = Path(summaries["eval_dir"][0]), summaries["benchmark_hash"][0]
     registry = load_registry()
     runs = {
-        p.relative_to(folder).as_posix(): stable_hash(p.read_text()) for p in summary_files(folder)
+        p.relative_to(folder).as_posix(): stable_hash(p.read_text())
+        for p in [*summary_files(folder), *mteb_result_files(folder)]
     }
 
     def compute() -> StageOutput:

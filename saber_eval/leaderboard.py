@@ -45,10 +45,14 @@ def load_summaries(folder: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in summary_files(folder)]
 
 
+def mteb_result_files(folder: Path) -> list[Path]:
+    """Every MTEB-path result (``mteb/<slug>/<setting>.json``) under an eval folder, sorted."""
+    return sorted(p for p in (Path(folder) / "mteb").glob("*/*.json") if p.stem in SETTINGS)
+
+
 def mteb_results(folder: Path) -> list[dict]:
-    """The MTEB-path results (``mteb/<slug>/<setting>.json``) of an eval folder."""
-    paths = sorted((Path(folder) / "mteb").glob("*/*.json"))
-    return [json.loads(p.read_text()) for p in paths if p.stem in SETTINGS]
+    """The MTEB-path results of an eval folder."""
+    return [json.loads(p.read_text()) for p in mteb_result_files(folder)]
 
 
 def domains_of(summaries: list[dict]) -> list[str]:
