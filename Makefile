@@ -6,6 +6,7 @@ export SABER_HOME ?= $(CURDIR)/.saber
 export DAGSTER_HOME ?= $(SABER_HOME)/dagster_home
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
+export HF_DATASETS_OFFLINE ?= 1
 
 .PHONY: setup run test test-unit test-slow bench bench-quick ui lint dagster-home clean slurm-up slurm-down
 
