@@ -162,6 +162,16 @@ class SlurmSettings(dg.Config):
     gpus_per_node: int = -1
 
 
+class AllPairsSettings(dg.Config):
+    """All-pairs discovery (``method: sabermath``): how its passes are cut and where they run.
+    None of these changes a result (units add up exactly)."""
+
+    workers: int = 0  # threads on this machine (0: every core)
+    units: int = 0  # row ranges per pass, each committed when done (0: ~250M pairs each)
+    shards: int = 4  # SLURM CPU jobs per pass under execution: slurm
+    shard_cpus: int = 2  # CPUs (threads) of each shard job
+
+
 class ValiditySettings(dg.Config):
     """Rating intervals, round-robin sample, contamination gate and recipe sensitivity."""
 
@@ -197,6 +207,7 @@ class BuildConfig(dg.ConfigurableResource):
     construction: ConstructionSettings = ConstructionSettings()  # type: ignore[valid-type]
     tournament: TournamentSettings = TournamentSettings()
     slurm: SlurmSettings = SlurmSettings()
+    allpairs: AllPairsSettings = AllPairsSettings()
     validity: ValiditySettings = ValiditySettings()
     automation: AutomationSettings = AutomationSettings()
 
@@ -251,7 +262,7 @@ class BuildConfig(dg.ConfigurableResource):
         return self.paths.embedding_cache
 
 
-SECTION_PREFIX = {"llm": "llm_", "slurm": "slurm_"}
+SECTION_PREFIX = {"llm": "llm_", "slurm": "slurm_", "allpairs": "allpairs_"}
 RENAMED = {
     ("pools", "fallback"): "pool_fallback",
     ("validity", "bootstrap"): "validity_bootstrap",

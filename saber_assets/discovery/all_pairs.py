@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 
 from saber_assets.annotation import corpus_topic_rows
+from saber_assets.discovery.passes import all_pairs_pass
 from saber_assets.discovery.per_query import pool_checks
 from saber_assets.discovery.plots import histogram_plot
 from saber_core.construction import Construction
@@ -18,10 +19,10 @@ from saber_core.pools import sample_queries
 from saber_core.sabermath.allpairs import (
     PairScorer,
     eligible,
-    group_counts,
-    pair_histograms,
     replay_draws,
+    row_counts,
     row_pools,
+    threshold_bits,
 )
 from saber_core.sabermath.databank import Databank, build_databank, domain_buckets, pair_scorer
 from saber_core.sabermath.final_sampler import sample_final_queries
@@ -47,14 +48,6 @@ def databank_and_scorer(build: BuildConfig, store: DuckDBStore) -> tuple[Databan
     return databank, pair_scorer(databank, tree, ic, plan)
 
 
-def _progress(context: dg.AssetExecutionContext, stage: str):
-    def report(done: int, total: int) -> None:
-        if done == total or done % max(1, total // 20) < 64:
-            context.log.info(f"{stage}: {done}/{total} rows")
-
-    return report
-
-
 def _plan_settings(plan: Construction, *steps: str) -> dict:
     return {"plan": plan.step_provenance(*steps), "quantile": plan.threshold_quantile}
 
@@ -72,8 +65,8 @@ def pair_histograms_asset(
 
     def compute() -> StageOutput:
         databank, scorer = databank_and_scorer(build, store)
-        rows = np.arange(databank.n_rows)
-        hist_b, hist_j = pair_histograms(scorer, rows, progress=_progress(context, "pass 1"))
+        totals, timing = all_pairs_pass(context, build, scorer, None, "pass1")
+        hist_b, hist_j = totals.hist_b, totals.hist_j
         q = plan.threshold_quantile
         thresholds = {
             "bma": histogram_threshold(hist_b, q),
@@ -100,6 +93,7 @@ def pair_histograms_asset(
             "databank_rows": databank.n_rows,
             "ordered_pairs": int(hist_b.sum()),
             "excluded_rows": databank.excluded.height,
+            "pass": timing,
         }
         plot = histogram_plot(table, build.artifacts_dir / "pair_histograms.png")
         tables = {"pair_histograms": table, "databank_exclusions": databank.excluded}
@@ -146,11 +140,13 @@ def target_eligibility(
     def compute() -> StageOutput:
         databank, scorer = databank_and_scorer(build, store)
         t_bma, t_jac = stored_thresholds(store)
-        rows = np.arange(databank.n_rows)
-        counts = group_counts(scorer, rows, t_bma, t_jac, progress=_progress(context, "pass 2"))
+        totals, timing = all_pairs_pass(
+            context, build, scorer, threshold_bits(t_bma, t_jac), "pass2"
+        )
+        counts = totals.counts
         table = pl.DataFrame(
             {
-                "row": rows,
+                "row": np.arange(databank.n_rows),
                 "doc_id": databank.doc_ids.astype(str),
                 "original_index": databank.original_index,
                 **{f"n_{g}": counts[:, i] for i, g in enumerate(GROUPS)},
@@ -167,6 +163,7 @@ def target_eligibility(
             "databank_rows": table.height,
             "group_sizes": list(sizes),
             "eligible_by_domains": {"|".join(k) or "(none)": v for k, v in keys.items()},
+            "pass": timing,
         }
         return StageOutput({"target_eligibility": table}, figures=figures)
 
@@ -348,7 +345,7 @@ def alternative_pools(
     t_bma, t_jac = stored_thresholds(store)
     queries = store.read_table("queries").sort("row")
     rows = queries["row"].to_numpy()
-    counts = group_counts(scorer, rows, t_bma, t_jac)
+    counts = row_counts(scorer, rows, t_bma, t_jac)
     fill = eligible(counts, sizes)
     positions = None
     if plan.group_choice == "random_sample":
@@ -368,11 +365,12 @@ def variant_pool_frame(
     store: DuckDBStore,
     plan: Construction,
     query_ids: list[str],
+    label: str,
 ) -> pl.DataFrame:
     """The pools of ``query_ids`` under another construction ``plan`` (a published-defect fix
     toggled): tags cleaned again, every pair scored again (thresholds, group counts, the draw over
     every eligible row), the queries' pools selected; a query not eligible under ``plan`` gets
-    no pool."""
+    no pool. ``label`` names the passes' checkpoints."""
     p = build.pools
     sizes = (p.n_topic_only, p.n_summary_only, p.n_both)
     corpus, table = store.read_table("corpus"), store.read_table("ontology")
@@ -381,11 +379,11 @@ def variant_pool_frame(
     databank = build_databank(corpus, topics, build.domain_map())
     ic = table.sort("node_index")["ic"].to_numpy()
     scorer = pair_scorer(databank, tree_from_frame(table), ic, plan)
-    rows = np.arange(databank.n_rows)
-    hist_b, hist_j = pair_histograms(scorer, rows, progress=_progress(context, "audit pass 1"))
+    first, _ = all_pairs_pass(context, build, scorer, None, f"{label}-pass1")
     q = plan.threshold_quantile
-    t_bma, t_jac = histogram_threshold(hist_b, q), histogram_threshold(hist_j, q)
-    counts = group_counts(scorer, rows, t_bma, t_jac, progress=_progress(context, "audit pass 2"))
+    t_bma, t_jac = histogram_threshold(first.hist_b, q), histogram_threshold(first.hist_j, q)
+    bits = threshold_bits(t_bma, t_jac)
+    counts = all_pairs_pass(context, build, scorer, bits, f"{label}-pass2")[0].counts
     where = {d: i for i, d in enumerate(databank.doc_ids.tolist())}
     wanted = np.array([where[d] for d in query_ids if d in where], dtype=np.int64)
     chosen = wanted[eligible(counts[wanted], sizes)] if len(wanted) else wanted

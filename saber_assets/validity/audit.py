@@ -58,7 +58,7 @@ def _variant(context, build, store, judge, slurm, corpus, sample: list[str], fix
     pools = store.read_table("candidate_pools").filter(pl.col("query_id").is_in(sample))
     rules = round_rules(build)
     if fix in DISCOVERY_FIXES:
-        pools = variant_pool_frame(context, build, store, plan, sample)
+        pools = variant_pool_frame(context, build, store, plan, sample, f"audit-{fix}")
     elif fix in TOURNAMENT_FIXES:
         rules = replace(
             rules, sit_outs=plan.has_fix("sit_outs"), presentation=plan.has_fix("presentation")

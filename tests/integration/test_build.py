@@ -91,13 +91,18 @@ def test_export_schema(tiny_build):
         "problem",
         "solution",
         "domain",
+        "domains",
         "candidates",
         "candidate_groups",
         "relevance_scores",
         "jaccard_scores",
         "bma_scores",
         "relevance_intervals",
+        "tags",
+        "idea",
+        "original_index",
     ]
+    assert (queries["domains"].list.first() == queries["domain"]).all()
     size = build.pool_config().pool_size
     for column in (
         "candidates",
@@ -115,7 +120,9 @@ def test_export_schema(tiny_build):
         "summary",
         "topics",
         "generator_free",
+        "original_index",
     ]
+    assert corpus["original_index"].is_unique().all() and corpus["original_index"].min() >= 0
     assert corpus["generator_free"].all()  # human hints: the default build is generator-free
     lo, hi = (
         queries["relevance_intervals"].explode().list.get(0),

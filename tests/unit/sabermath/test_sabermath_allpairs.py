@@ -1,5 +1,5 @@
-"""All-pairs discovery (histograms, group counts, replayed draws, row pools) against the
-row-by-row published selection (sabermath_reference.py) and a direct count."""
+"""Group counts, replayed draws and row pools against the row-by-row published selection
+(sabermath_reference.py) and a direct count (the passes: test_sabermath_pair_kernel.py)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,7 @@ import pytest
 import sabermath_reference as ref
 from test_sabermath_selection import B_CUT, J_CUT, random_scores
 
-from saber_core.sabermath.allpairs import (
-    eligible,
-    group_counts,
-    pair_histograms,
-    replay_draws,
-    row_pools,
-)
-from saber_core.sabermath.threshold import float16_histogram, histogram_threshold, zoom_threshold
+from saber_core.sabermath.allpairs import eligible, replay_draws, row_counts, row_pools
 
 
 @dataclass(frozen=True)
@@ -31,7 +24,7 @@ class MatrixScorer:
     def n_docs(self) -> int:
         return self.bma.shape[1]
 
-    def block(self, rows):
+    def rows(self, rows):
         return self.bma[rows], self.jac[rows]
 
 
@@ -41,7 +34,7 @@ def test_counts_replayed_draws_and_row_pools_equal_the_published_selection(seed)
     bma, jac = random_scores(seed, n)
     counts, targets, pools = ref.select(np.arange(n), bma, jac, B_CUT, J_CUT, k, seed)
     scorer = MatrixScorer(bma, jac)
-    got = group_counts(scorer, np.arange(n), B_CUT, J_CUT, block_size=7)
+    got = row_counts(scorer, np.arange(n), B_CUT, J_CUT)
     assert got.tolist() == counts
     assert np.flatnonzero(eligible(got, (k, k, k))).tolist() == targets
     # only some targets are used: their pools still follow the one shared generator
@@ -59,7 +52,7 @@ def test_counts_replayed_draws_and_row_pools_equal_the_published_selection(seed)
 def test_top_score_choice_takes_each_groups_best():
     bma, jac = random_scores(5, 60)
     scorer = MatrixScorer(bma, jac)
-    counts = group_counts(scorer, np.arange(60), B_CUT, J_CUT)
+    counts = row_counts(scorer, np.arange(60), B_CUT, J_CUT)
     row = int(np.flatnonzero(eligible(counts, (3, 3, 3)))[0])
     top = row_pools(scorer, np.array([row]), B_CUT, J_CUT, (3, 3, 3), None)
     b, j = bma[row].astype(np.float64), jac[row].astype(np.float64)
@@ -71,17 +64,3 @@ def test_top_score_choice_takes_each_groups_best():
         members = np.flatnonzero(mask)
         expected = sorted(members.tolist(), key=lambda d: (-score[d], d))[:3]
         assert top.candidates[0, 3 * g : 3 * g + 3].tolist() == expected
-
-
-def test_histograms_add_up_and_give_the_published_threshold():
-    bma, jac = random_scores(2, 50)
-    scorer = MatrixScorer(bma, jac)
-    hist_b, hist_j = pair_histograms(scorer, np.arange(50), block_size=9)
-    np.testing.assert_array_equal(hist_b, float16_histogram(bma))
-    first, second = (
-        pair_histograms(scorer, np.arange(20)),
-        pair_histograms(scorer, np.arange(20, 50)),
-    )
-    np.testing.assert_array_equal(first[1] + second[1], hist_j)
-    for values, hist in ((bma, hist_b), (jac, hist_j)):
-        assert histogram_threshold(hist, 0.99) == zoom_threshold(values.ravel(), 0.99)
