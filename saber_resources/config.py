@@ -170,6 +170,7 @@ class AllPairsSettings(dg.Config):
     units: int = 0  # row ranges per pass, each committed when done (0: ~250M pairs each)
     shards: int = 4  # SLURM CPU jobs per pass under execution: slurm
     shard_cpus: int = 2  # CPUs (threads) of each shard job
+    checkpoint_seconds: float = 60.0  # each thread saves its finished units at most this often
 
 
 class ValiditySettings(dg.Config):

@@ -1,52 +1,115 @@
-"""Checkpoints of the all-pairs passes: the running totals (histograms, group counts, units done)
-written after every finished unit, atomically (a temporary file renamed over the last one), so a
-killed pass resumes from its last finished unit and adds up to the identical totals."""
+"""Where the all-pairs passes keep their work: ``<root>/<label>-<key>/`` (``key``: the pass's
+:func:`~saber_core.sabermath.passes.pass_key`), holding
+
+* ``partial-<id>.npz`` — the totals of whole units of one worker thread (or one SLURM shard),
+  rewritten atomically (a temporary file renamed over it) at most every ``interval`` seconds;
+* ``complete.npz`` — the totals of every unit, once the pass is done.
+
+A killed pass resumes from the sum of the partials (their units are skipped) and adds up to
+the identical totals; shards are partials written by other machines into the same folder."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import threading
+import time
+import uuid
 from pathlib import Path
 
 import numpy as np
 
-from saber_core.sabermath.allpairs import PassTotals
+from saber_core.sabermath.passes import Band, PassTotals
+
+COMPLETE = "complete.npz"
 
 
-class PassCheckpoint:
-    """The checkpoint of one pass: ``<folder>/<label>-<key>.npz``; ``key`` is the pass's
-    :func:`~saber_core.sabermath.allpairs.pass_key` (other inputs: another file)."""
+def save_totals(totals: PassTotals, path: Path) -> None:
+    """Write ``totals`` to ``path`` atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp.npz")
+    np.savez(
+        partial,
+        band=np.array(totals.band.as_tuple(), dtype=np.int64),
+        hist_b=totals.hist_b,
+        hist_j=totals.hist_j,
+        counts=totals.counts,
+        band_b=totals.band_b,
+        band_j=totals.band_j,
+        events=totals.events,
+        units_done=np.array(sorted(totals.units_done), dtype=np.int64),
+    )
+    os.replace(partial, path)
 
-    def __init__(self, folder: Path, label: str, key: str) -> None:
-        self.folder = Path(folder)
+
+def load_totals(path: Path) -> PassTotals:
+    """The totals saved at ``path``."""
+    with np.load(path) as saved:
+        return PassTotals(
+            band=Band(*(int(v) for v in saved["band"])),
+            hist_b=saved["hist_b"],
+            hist_j=saved["hist_j"],
+            counts=saved["counts"],
+            band_b=saved["band_b"],
+            band_j=saved["band_j"],
+            events=saved["events"],
+            units_done={int(u) for u in saved["units_done"]},
+        )
+
+
+class PassFolder:
+    """The folder of one pass (module docstring)."""
+
+    def __init__(self, root: Path, label: str, key: str) -> None:
+        self.root = Path(root)
         self.label = label
-        self.path = self.folder / f"{label}-{key}.npz"
+        self.path = self.root / f"{label}-{key}"
 
-    def load(self) -> PassTotals | None:
-        """The saved totals, or None when there are none for this key."""
-        if not self.path.exists():
-            return None
-        with np.load(self.path) as saved:
-            counts = saved["counts"] if "counts" in saved.files else None
-            return PassTotals(
-                hist_b=saved["hist_b"],
-                hist_j=saved["hist_j"],
-                counts=counts,
-                units_done={int(u) for u in saved["units_done"]},
-            )
+    @property
+    def complete_path(self) -> Path:
+        """The totals of the finished pass."""
+        return self.path / COMPLETE
 
-    def save(self, totals: PassTotals) -> None:
-        """Replace the checkpoint with ``totals``; older checkpoints of the label go."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        arrays = {
-            "hist_b": totals.hist_b,
-            "hist_j": totals.hist_j,
-            "units_done": np.array(sorted(totals.units_done), dtype=np.int64),
-        }
-        if totals.counts is not None:
-            arrays["counts"] = totals.counts
-        partial = self.path.with_suffix(f".{os.getpid()}.partial.npz")
-        np.savez(partial, **arrays)
-        os.replace(partial, self.path)
-        for other in self.folder.glob(f"{self.label}-*.npz"):
-            if other != self.path and ".partial" not in other.name:
-                other.unlink(missing_ok=True)
+    def complete(self) -> PassTotals | None:
+        """The finished pass's totals, if it finished."""
+        return load_totals(self.complete_path) if self.complete_path.exists() else None
+
+    def resumed(self, n_docs: int, band: Band) -> PassTotals:
+        """The sum of the partials (whole units; empty totals when there are none)."""
+        totals = PassTotals.empty(n_docs, band)
+        for path in sorted(self.path.glob("partial-*.npz")):
+            totals.add(load_totals(path))
+        return totals
+
+    def writer(self, interval: float) -> PartialWriter:
+        """An ``after_unit`` callback saving each thread's totals to its own partial."""
+        return PartialWriter(self.path, interval)
+
+    def finish(self, totals: PassTotals) -> None:
+        """Save the complete totals, drop the partials and the other passes of the label."""
+        save_totals(totals, self.complete_path)
+        for path in self.path.glob("partial-*.npz"):
+            path.unlink(missing_ok=True)
+        for other in self.root.glob(f"{self.label}-*"):
+            if other != self.path and other.is_dir():
+                shutil.rmtree(other, ignore_errors=True)
+
+
+class PartialWriter:
+    """Saves the totals of each worker thread to ``partial-<id>.npz`` after a unit, when
+    ``interval`` seconds passed since that thread's last save (0: after every unit)."""
+
+    def __init__(self, folder: Path, interval: float) -> None:
+        self.folder = folder
+        self.interval = interval
+        self._files: dict[int, tuple[Path, float]] = {}
+
+    def __call__(self, totals: PassTotals) -> None:
+        path, last = self._files.get(id(totals), (None, -float("inf")))
+        if path is None:
+            path = self.folder / f"partial-{uuid.uuid4().hex}.npz"
+        now = time.monotonic()
+        if now - last >= self.interval:
+            save_totals(totals, path)
+            last = now
+        self._files[id(totals)] = (path, last)

@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 
 from saber_assets.annotation import corpus_topic_rows
-from saber_assets.discovery.passes import all_pairs_pass
+from saber_assets.discovery.passes import banded_pass, exact_counts, pass_folder
 from saber_assets.discovery.per_query import pool_checks
 from saber_assets.discovery.plots import histogram_plot
 from saber_core.construction import Construction
@@ -22,11 +22,11 @@ from saber_core.sabermath.allpairs import (
     replay_draws,
     row_counts,
     row_pools,
-    threshold_bits,
 )
 from saber_core.sabermath.databank import Databank, build_databank, domain_buckets, pair_scorer
 from saber_core.sabermath.final_sampler import sample_final_queries
 from saber_core.sabermath.frequency_tree import tree_from_frame
+from saber_core.sabermath.passes import Band, PassTotals, resolve_counts
 from saber_core.sabermath.selection import GROUPS
 from saber_core.sabermath.threshold import histogram_threshold
 from saber_resources.config import BuildConfig
@@ -65,34 +65,20 @@ def pair_histograms_asset(
 
     def compute() -> StageOutput:
         databank, scorer = databank_and_scorer(build, store)
-        totals, timing = all_pairs_pass(context, build, scorer, None, "pass1")
-        hist_b, hist_j = totals.hist_b, totals.hist_j
         q = plan.threshold_quantile
+        totals, timing = banded_pass(context, build, scorer, q, "pass1")
         thresholds = {
-            "bma": histogram_threshold(hist_b, q),
-            "jaccard": histogram_threshold(hist_j, q),
+            "bma": histogram_threshold(totals.hist_b, q),
+            "jaccard": histogram_threshold(totals.hist_j, q),
         }
-        bits = np.arange(1 << 16, dtype=np.uint16)
-        frames = [
-            pl.DataFrame(
-                {
-                    "signal": name,
-                    "bits": bits[hist > 0].astype(np.int64),
-                    "value": bits[hist > 0].view(np.float16).astype(np.float64),
-                    "count": hist[hist > 0],
-                }
-            )
-            for name, hist in (("bma", hist_b), ("jaccard", hist_j))
-        ]
-        table = pl.concat(frames).with_columns(
-            pl.col("signal").replace_strict(thresholds, return_dtype=pl.Float64).alias("threshold")
-        )
+        table = histogram_table(totals, thresholds)
         figures = {
             "thresholds": thresholds,
             "quantile": q,
             "databank_rows": databank.n_rows,
-            "ordered_pairs": int(hist_b.sum()),
+            "ordered_pairs": int(totals.hist_b.sum()),
             "excluded_rows": databank.excluded.height,
+            "thresholds_in_bands": resolve_counts(totals, *thresholds.values()) is not None,
             "pass": timing,
         }
         plot = histogram_plot(table, build.artifacts_dir / "pair_histograms.png")
@@ -101,6 +87,38 @@ def pair_histograms_asset(
 
     settings = _plan_settings(plan, *SCORE_STEPS)
     return materialize_stage(context, store, settings=settings, compute=compute)
+
+
+def histogram_table(totals: PassTotals, thresholds: dict[str, float]) -> pl.DataFrame:
+    """One row per float16 value that occurs: signal, bits, value, count (ordered pairs), the
+    signal's threshold and the band of the pass (bits ``[band_low, band_low + band_width)``)."""
+    bits = np.arange(1 << 16, dtype=np.uint16)
+    band = totals.band
+    signals = (
+        ("bma", totals.hist_b, band.low_b, band.width_b),
+        ("jaccard", totals.hist_j, band.low_j, band.width_j),
+    )
+    return pl.concat(
+        pl.DataFrame(
+            {
+                "signal": name,
+                "bits": bits[hist > 0].astype(np.int64),
+                "value": bits[hist > 0].view(np.float16).astype(np.float64),
+                "count": hist[hist > 0],
+                "threshold": thresholds[name],
+                "band_low": low,
+                "band_width": width,
+            }
+        )
+        for name, hist, low, width in signals
+    )
+
+
+def stored_band(store: DuckDBStore) -> Band:
+    """The band of ``pair_histograms``'s pass."""
+    table = store.read_table("pair_histograms").group_by("signal", maintain_order=True).first()
+    found = {row["signal"]: (row["band_low"], row["band_width"]) for row in table.to_dicts()}
+    return Band(*found["bma"], *found["jaccard"])
 
 
 def stored_thresholds(store: DuckDBStore) -> tuple[float, float]:
@@ -140,10 +158,8 @@ def target_eligibility(
     def compute() -> StageOutput:
         databank, scorer = databank_and_scorer(build, store)
         t_bma, t_jac = stored_thresholds(store)
-        totals, timing = all_pairs_pass(
-            context, build, scorer, threshold_bits(t_bma, t_jac), "pass2"
-        )
-        counts = totals.counts
+        first = pass_folder(build, scorer, stored_band(store), "pass1").complete()
+        counts, timing = exact_counts(context, build, scorer, first, (t_bma, t_jac), "pass2")
         table = pl.DataFrame(
             {
                 "row": np.arange(databank.n_rows),
@@ -379,11 +395,10 @@ def variant_pool_frame(
     databank = build_databank(corpus, topics, build.domain_map())
     ic = table.sort("node_index")["ic"].to_numpy()
     scorer = pair_scorer(databank, tree_from_frame(table), ic, plan)
-    first, _ = all_pairs_pass(context, build, scorer, None, f"{label}-pass1")
     q = plan.threshold_quantile
+    first, _ = banded_pass(context, build, scorer, q, f"{label}-pass1")
     t_bma, t_jac = histogram_threshold(first.hist_b, q), histogram_threshold(first.hist_j, q)
-    bits = threshold_bits(t_bma, t_jac)
-    counts = all_pairs_pass(context, build, scorer, bits, f"{label}-pass2")[0].counts
+    counts, _ = exact_counts(context, build, scorer, first, (t_bma, t_jac), f"{label}-pass2")
     where = {d: i for i, d in enumerate(databank.doc_ids.tolist())}
     wanted = np.array([where[d] for d in query_ids if d in where], dtype=np.int64)
     chosen = wanted[eligible(counts[wanted], sizes)] if len(wanted) else wanted

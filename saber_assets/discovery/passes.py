@@ -1,6 +1,7 @@
-"""The all-pairs passes of the discovery assets: units, checkpoints (resume after a kill),
-threads on this machine, progress in the step's log, and the figures of the pass (wall time,
-pairs per second, peak RSS) for the asset's metadata."""
+"""The all-pairs passes of the discovery assets (:mod:`saber_core.sabermath.passes`): the band
+sample, units, the pass folder (resume after a kill, reuse when done), threads on this machine,
+progress in the step's log, and the figures of each pass (wall time, pairs per second, peak RSS)
+for the asset's metadata."""
 
 from __future__ import annotations
 
@@ -9,12 +10,24 @@ import resource
 import time
 
 import dagster as dg
+import numpy as np
 
-from saber_core.sabermath.allpairs import PairScorer, PassTotals, pass_key, row_units, run_pass
+from saber_core.sabermath.allpairs import PairScorer
+from saber_core.sabermath.passes import (
+    Band,
+    PassTotals,
+    pass_key,
+    resolve_counts,
+    row_units,
+    run_pass,
+    sample_band,
+    sample_histograms,
+    sample_rows,
+)
 from saber_resources.config import BuildConfig
-from saber_resources.pass_checkpoint import PassCheckpoint
+from saber_resources.pass_checkpoint import PassFolder
 
-PAIRS_PER_UNIT = 250_000_000  # ~10 s of one core: the commit (and resume) granularity
+PAIRS_PER_UNIT = 100_000_000  # a few seconds of one core: the resume granularity
 
 
 def unit_count(build: BuildConfig, n_docs: int) -> int:
@@ -40,51 +53,105 @@ def _logger(context: dg.AssetExecutionContext, label: str):
             last[0] = now
             rate = done / max(now - started, 1e-9)
             context.log.info(
-                f"{label}: {done:,}/{total:,} pairs ({100 * done / total:.1f}%), "
+                f"{label}: {done:,}/{total:,} pairs ({100 * done / max(total, 1):.1f}%), "
                 f"{rate / 1e6:.1f}M pairs/s"
             )
 
     return report
 
 
+def peak_rss_mb() -> int:
+    """Peak resident memory of this process so far, MB."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
+def pass_folder(build: BuildConfig, scorer: PairScorer, band: Band, label: str) -> PassFolder:
+    """The folder of the pass of ``scorer``'s documents under ``band``."""
+    units = row_units(scorer.n_docs, unit_count(build, scorer.n_docs))
+    return PassFolder(build.artifacts_dir / "allpairs", label, pass_key(scorer.arrays, units, band))
+
+
 def all_pairs_pass(
     context: dg.AssetExecutionContext,
     build: BuildConfig,
     scorer: PairScorer,
-    thresholds: tuple[int, int] | None,
+    band: Band,
     label: str,
 ) -> tuple[PassTotals, dict]:
-    """Run (or resume, or reuse) one pass over every pair of ``scorer``'s documents; returns its
-    totals and figures."""
+    """One pass over every pair of ``scorer``'s documents — reused when done, resumed when
+    killed; returns its totals and figures."""
     started = time.monotonic()
     arrays = scorer.arrays
     units = row_units(arrays.n_docs, unit_count(build, arrays.n_docs))
-    checkpoint = PassCheckpoint(
-        build.artifacts_dir / "allpairs", label, pass_key(arrays, units, thresholds)
-    )
-    resume = checkpoint.load()
-    resumed = len(resume.units_done) if resume else 0
+    folder = pass_folder(build, scorer, band, label)
+    figures = {"units": len(units), "folder": str(folder.path), "band": list(band.as_tuple())}
+    done = folder.complete()
+    if done is not None:
+        context.log.info(f"{label}: reusing the finished pass in {folder.path}")
+        return done, {**figures, "reused": True}
+    totals = folder.resumed(arrays.n_docs, band)
+    resumed = len(totals.units_done)
     if resumed:
-        context.log.info(f"{label}: resuming from {checkpoint.path} ({resumed}/{len(units)} units)")
-    totals = run_pass(
-        arrays,
-        units,
-        thresholds,
-        workers=worker_count(build),
-        resume=resume,
-        commit=checkpoint.save,
-        progress=_logger(context, label),
+        context.log.info(f"{label}: resuming, {resumed}/{len(units)} units done")
+    totals.add(
+        run_pass(
+            arrays,
+            units,
+            band,
+            skip=totals.units_done,
+            workers=worker_count(build),
+            after_unit=folder.writer(build.allpairs.checkpoint_seconds),
+            progress=_logger(context, label),
+        )
     )
+    folder.finish(totals)
     seconds = time.monotonic() - started
     pairs = arrays.n_docs * (arrays.n_docs + 1) // 2
-    figures = {
+    return totals, {
+        **figures,
         "seconds": round(seconds, 1),
         "unordered_pairs": pairs,
         "pairs_per_second": round(pairs / max(seconds, 1e-9)),
-        "units": len(units),
         "units_resumed": resumed,
         "workers": worker_count(build),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-        "checkpoint": str(checkpoint.path),
+        "peak_rss_mb": peak_rss_mb(),
     }
-    return totals, figures
+
+
+def banded_pass(
+    context: dg.AssetExecutionContext,
+    build: BuildConfig,
+    scorer: PairScorer,
+    quantile: float,
+    label: str,
+) -> tuple[PassTotals, dict]:
+    """Pass 1: the band sample (seeded by the build's seed), then the pass that gives the exact
+    histograms and, for thresholds inside the bands, the group counts."""
+    started = time.monotonic()
+    rows = sample_rows(scorer.n_docs, build.seed)
+    band = sample_band(sample_histograms(scorer.arrays, rows, worker_count(build)), quantile)
+    sample = {"rows": len(rows), "seconds": round(time.monotonic() - started, 1)}
+    context.log.info(f"{label}: band sample of {len(rows)} rows: {band}")
+    totals, figures = all_pairs_pass(context, build, scorer, band, label)
+    return totals, {**figures, "sample": sample}
+
+
+def exact_counts(
+    context: dg.AssetExecutionContext,
+    build: BuildConfig,
+    scorer: PairScorer,
+    totals: PassTotals | None,
+    thresholds: tuple[float, float],
+    label: str,
+) -> tuple[np.ndarray, dict]:
+    """The group counts under ``thresholds``: read off the banded pass's ``totals``, or — a
+    threshold outside its band, or no totals — by an exact second pass."""
+    counts = resolve_counts(totals, *thresholds) if totals is not None else None
+    if counts is not None:
+        return counts, {"second_pass": False}
+    context.log.warning(
+        f"{label}: the thresholds {thresholds} lie outside the sampled bands "
+        f"{totals.band if totals else None}: one more pass counts the groups exactly"
+    )
+    exact, figures = all_pairs_pass(context, build, scorer, Band.exact(*thresholds), label)
+    return exact.counts, {"second_pass": True, **figures}

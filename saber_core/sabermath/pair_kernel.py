@@ -36,7 +36,7 @@ from saber_core.sabermath.jaccard import IdeaTokens
 from saber_core.sabermath.lin import LIN_EPS
 
 PAD_WIDTH = 8  # tag lists up to this length are also stored padded (n, PAD_WIDTH)
-NO_THRESHOLD = 0xFFFF  # float16 bits above every value in [0, 1]: no group counting
+NO_BAND = (0xFFFF, 0, 0xFFFF, 0)  # a band above every value in [0, 1]: histograms only
 
 
 @dataclass(frozen=True)
@@ -338,30 +338,66 @@ def _row_bits(i, lo, scratch, bits_b, bits_j, data):
 
 
 @nb.njit(**JIT)
-def upper_pass(row_start, row_stop, t_bma, t_jac, hist_b, hist_j, counts, data):
-    """Rows ``[row_start, row_stop)`` against the columns ``j ≥ i``: adds each ordered pair to
-    the float16 histograms ``hist_b``/``hist_j`` (the unordered pair (i, j), j > i, stands for
-    (i, j) and (j, i)); with thresholds (float16 bits; :data:`NO_THRESHOLD` to skip) adds every
-    pair j ≠ i to the group counts (n, 3) of both rows."""
+def _zone(bits, low, width):
+    """0 below the band ``[low, low + width)``, 1 inside, 2 at or above its top."""
+    if bits < low:
+        return 0
+    return 1 if bits < low + width else 2
+
+
+@nb.njit(**JIT)
+def _add_pair(i, j, bb, bj, band, counts, band_b, band_j, events, n_events):
+    """Count the pair (i, j) for both rows: sure groups into ``counts``, one signal in its band
+    into ``band_b``/``band_j`` [other signal low (0) or high (1), row, offset], both in their
+    bands as an event (i, j, offsets); returns the (maybe grown) events and their number."""
+    low_b, width_b, low_j, width_j = band
+    zb, zj = _zone(bb, low_b, width_b), _zone(bj, low_j, width_j)
+    if zb == 1 and zj == 1:
+        if n_events == events.shape[0]:
+            grown = np.empty((2 * events.shape[0] + 16, 4), dtype=events.dtype)
+            grown[:n_events] = events[:n_events]
+            events = grown
+        events[n_events, 0], events[n_events, 1] = i, j
+        events[n_events, 2], events[n_events, 3] = bb - low_b, bj - low_j
+        return events, n_events + 1
+    if zb == 1:
+        band_b[zj // 2, i, bb - low_b] += 1
+        band_b[zj // 2, j, bb - low_b] += 1
+    elif zj == 1:
+        band_j[zb // 2, i, bj - low_j] += 1
+        band_j[zb // 2, j, bj - low_j] += 1
+    elif zb == 2 or zj == 2:
+        group = 2 if zb == 2 and zj == 2 else (0 if zb == 2 else 1)
+        counts[i, group] += 1
+        counts[j, group] += 1
+    return events, n_events
+
+
+@nb.njit(**JIT)
+def upper_pass(row_start, row_stop, band, hist_b, hist_j, counts, band_b, band_j, events,
+               n_events, data):  # fmt: skip
+    """Rows ``[row_start, row_stop)`` against the columns ``j ≥ i``, added in place: every
+    ordered pair to the float16 histograms ``hist_b``/``hist_j`` (the unordered pair (i, j),
+    j > i, stands for (i, j) and (j, i)); every pair j ≠ i to the group counts of both rows
+    under the float16 bands ``band = (low_b, width_b, low_j, width_j)`` (:func:`_add_pair`;
+    width 0 at the thresholds: the exact groups); returns the events and their number."""
     scratch = _scratch(data)
     n = scratch[1].shape[0]
     bits_b, bits_j = np.empty(n, dtype=np.uint16), np.empty(n, dtype=np.uint16)
-    counting = t_bma != NO_THRESHOLD
+    low_b, low_j = band[0], band[2]
     for i in range(row_start, row_stop):
         _row_bits(i, i, scratch, bits_b, bits_j, data)
         hist_b[bits_b[i]] += 1
         hist_j[bits_j[i]] += 1
         for j in range(i + 1, n):
-            hist_b[bits_b[j]] += 2
-            hist_j[bits_j[j]] += 2
-        if counting:
-            for j in range(i + 1, n):
-                high_b = bits_b[j] >= t_bma
-                high_j = bits_j[j] >= t_jac
-                if high_b or high_j:
-                    group = 2 if high_b and high_j else (0 if high_b else 1)
-                    counts[i, group] += 1
-                    counts[j, group] += 1
+            bb, bj = bits_b[j], bits_j[j]
+            hist_b[bb] += 2
+            hist_j[bj] += 2
+            if bb >= low_b or bj >= low_j:
+                events, n_events = _add_pair(
+                    i, j, bb, bj, band, counts, band_b, band_j, events, n_events
+                )
+    return events, n_events
 
 
 @nb.njit(**JIT)

@@ -14,20 +14,24 @@ import sabermath_reference as ref
 from test_sabermath_jaccard import REFERENCE_STOP_WORDS
 from test_sabermath_lin_bma import TREES
 
-from saber_core.sabermath.allpairs import (
-    PairScorer,
-    PassTotals,
-    pass_key,
-    row_counts,
-    row_units,
-    run_pass,
-    threshold_bits,
-)
+from saber_core.sabermath.allpairs import PairScorer, row_counts
 from saber_core.sabermath.bma import bma_index
 from saber_core.sabermath.frequency_tree import build_frequency_tree
 from saber_core.sabermath.jaccard import idea_tokens
 from saber_core.sabermath.lin import lin_similarity
 from saber_core.sabermath.pair_kernel import PAD_WIDTH, float16_bits
+from saber_core.sabermath.passes import (
+    Band,
+    pass_key,
+    resolve_counts,
+    row_units,
+    run_pass,
+    sample_band,
+    sample_histograms,
+    sample_rows,
+    threshold_bits,
+)
+from saber_core.sabermath.threshold import histogram_threshold
 
 WORDS = ["x^2", "a_n", "sum", "the", "and", "bound", "prime", "so", "2", "mod", "graph", "root"]
 
@@ -139,23 +143,55 @@ def pattern_counts(matrix):
     return np.bincount(matrix.view(np.uint16).ravel(), minlength=1 << 16)
 
 
+def around(t_bma, t_jac, below: int, above: int) -> Band:
+    """A band of ``below`` float16 steps under each threshold and ``above`` from it."""
+    bits_b, bits_j = threshold_bits(t_bma, t_jac)
+    return Band(bits_b - below, below + above, bits_j - below, below + above)
+
+
 @pytest.mark.parametrize("corpus", CORPORA[:3], ids=range(3))
 @pytest.mark.parametrize("n_units", [1, 4, 45])
 @pytest.mark.parametrize("workers", [1, 2])
 def test_passes_equal_brute_force_histograms_and_counts(corpus, n_units, workers):
     scorer = scorer_of(corpus, *SETTINGS[0])
     bma, jac = reference_matrices(corpus, *SETTINGS[0])
-    units = row_units(scorer.n_docs, n_units)
-    first = run_pass(scorer.arrays, units, workers=workers)
-    assert np.array_equal(first.hist_b, pattern_counts(bma))  # every ordered pair, self too
-    assert np.array_equal(first.hist_j, pattern_counts(jac))
-    assert first.counts is None and first.units_done == set(range(len(units)))
     t_bma, t_jac = float(np.median(bma)), float(np.median(jac))  # many pairs on either side
-    second = run_pass(scorer.arrays, units, threshold_bits(t_bma, t_jac), workers=workers)
-    assert second.counts.tolist() == brute_counts(bma, jac, t_bma, t_jac)
-    assert row_counts(scorer, np.arange(scorer.n_docs), t_bma, t_jac).tolist() == (
-        second.counts.tolist()
+    expected = brute_counts(bma, jac, t_bma, t_jac)
+    units = row_units(scorer.n_docs, n_units)
+    plain = run_pass(scorer.arrays, units, Band.none(), workers=workers)
+    assert np.array_equal(plain.hist_b, pattern_counts(bma))  # every ordered pair, self too
+    assert np.array_equal(plain.hist_j, pattern_counts(jac))
+    assert plain.units_done == set(range(len(units))) and plain.counts.shape == (0, 3)
+    exact = run_pass(scorer.arrays, units, Band.exact(t_bma, t_jac), workers=workers)
+    assert exact.counts.tolist() == expected
+    assert np.array_equal(exact.hist_b, plain.hist_b)
+    # bands: the threshold inside, on the lower and on the upper edge; wide enough for events
+    for below, above in ((3, 4), (0, 5), (5, 0), (400, 400)):
+        banded = run_pass(scorer.arrays, units, around(t_bma, t_jac, below, above))
+        assert resolve_counts(banded, t_bma, t_jac).tolist() == expected
+    assert len(banded.events) > 0  # both signals in their bands for some pairs
+    assert (
+        resolve_counts(run_pass(scorer.arrays, units, around(t_bma, t_jac, -1, 5)), t_bma, t_jac)
+        is None
     )
+    assert row_counts(scorer, np.arange(scorer.n_docs), t_bma, t_jac).tolist() == expected
+
+
+def test_the_sampled_band_holds_the_published_thresholds():
+    scorer = scorer_of(CORPORA[4], *SETTINGS[0])
+    bma, jac = reference_matrices(CORPORA[4], *SETTINGS[0])
+    rows = sample_rows(scorer.n_docs, seed=3)
+    assert rows.tolist() == list(range(scorer.n_docs))  # a small corpus: every row
+    histograms = sample_histograms(scorer.arrays, rows, workers=2)
+    assert np.array_equal(sum(h[0] for h in histograms), pattern_counts(bma))
+    band = sample_band(histograms, 0.9)
+    totals = run_pass(scorer.arrays, row_units(scorer.n_docs, 3), band)
+    t_bma = histogram_threshold(totals.hist_b, 0.9)
+    t_jac = histogram_threshold(totals.hist_j, 0.9)
+    assert resolve_counts(totals, t_bma, t_jac).tolist() == brute_counts(bma, jac, t_bma, t_jac)
+    big = sample_rows(250_000, seed=3)
+    assert len(big) == 2500 and len(set(big.tolist())) == 2500
+    assert np.array_equal(big, sample_rows(250_000, seed=3))
 
 
 def test_row_units_cover_the_rows_with_balanced_pairs():
@@ -170,37 +206,37 @@ def test_row_units_cover_the_rows_with_balanced_pairs():
 def test_a_resumed_pass_skips_done_units_and_adds_up_to_the_same_totals():
     scorer = scorer_of(CORPORA[0], *SETTINGS[0])
     units = row_units(scorer.n_docs, 6)
-    bits = threshold_bits(0.3, 0.2)
-    whole = run_pass(scorer.arrays, units, bits)
+    band = around(0.3, 0.2, 40, 40)
+    whole = run_pass(scorer.arrays, units, band)
     saved = []
     keep = lambda totals: saved.append(copy.deepcopy(totals))  # noqa: E731
-    run_pass(scorer.arrays, units, bits, only=[1, 4], commit=keep)
-    assert [s.units_done for s in saved] == [{1}, {1, 4}]  # committed unit by unit
+    run_pass(scorer.arrays, units, band, only=[1, 4], after_unit=keep)
+    assert [s.units_done for s in saved] == [{1}, {1, 4}]  # whole units, one by one
     done = []
-    resumed = run_pass(
-        scorer.arrays, units, bits, resume=saved[0], progress=lambda d, t: done.append(d)
-    )
-    assert resumed.units_done == set(range(6)) and len(done) == 5  # unit 1 not run again
-    for name in ("hist_b", "hist_j", "counts"):
+    rest = run_pass(scorer.arrays, units, band, skip={1}, progress=lambda d, t: done.append((d, t)))
+    assert len(done) == 5 and done[-1][0] == done[-1][1]  # unit 1 not run again
+    resumed = saved[0]
+    resumed.add(rest)
+    assert resumed.units_done == set(range(6))
+    for name in ("hist_b", "hist_j", "counts", "band_b", "band_j"):
         assert np.array_equal(getattr(resumed, name), getattr(whole, name))
-    # shards: any split of the units adds up to the same totals
-    shards = [run_pass(scorer.arrays, units, bits, only=part) for part in ([0, 2, 5], [1, 3, 4])]
-    merged = PassTotals.empty(scorer.n_docs, True)
-    for shard in shards:
-        merged.add(shard)
-    assert np.array_equal(merged.counts, whole.counts)
+    assert np.array_equal(resolve_counts(resumed, 0.3, 0.2), resolve_counts(whole, 0.3, 0.2))
     with pytest.raises(ValueError, match="units counted twice"):
-        merged.add(shards[0])
+        resumed.add(saved[0])
+    with pytest.raises(ValueError, match="cannot add totals of band"):
+        resumed.add(run_pass(scorer.arrays, units, Band.none(), only=[0]))
 
 
-def test_pass_key_changes_with_the_inputs_units_and_thresholds():
+def test_pass_key_changes_with_the_inputs_units_and_band():
     a = scorer_of(CORPORA[0], *SETTINGS[0]).arrays
     b = scorer_of(CORPORA[0], *SETTINGS[1]).arrays
     units = row_units(a.n_docs, 4)
     keys = {
-        pass_key(a, units, None),
-        pass_key(b, units, None),
-        pass_key(a, row_units(a.n_docs, 5), None),
-        pass_key(a, units, threshold_bits(0.5, 0.5)),
+        pass_key(a, units, Band.none()),
+        pass_key(b, units, Band.none()),
+        pass_key(a, row_units(a.n_docs, 5), Band.none()),
+        pass_key(a, units, Band.exact(0.5, 0.5)),
     }
-    assert len(keys) == 4 and pass_key(a, units, None) == pass_key(a, list(units), None)
+    assert len(keys) == 4 and pass_key(a, units, Band.none()) == pass_key(
+        a, list(units), Band.none()
+    )
