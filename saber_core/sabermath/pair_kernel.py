@@ -280,38 +280,39 @@ def _scatter_row(i, lo, best, shared, rowmax, data):
 
 
 @nb.njit(**JIT)
-def _pair_values(i, j, best, shared, rowmax, data):
-    """(BMA, Jaccard) of the pair (i, j), float64, from the scattered row; resets column j."""
-    (tag_ptr, _, tag_pre, tag_pad, _, _, tok_size, _, _, _, _, _, _, _, _, _, _, _, _, _, pooled,
-     empty_one) = data  # fmt: skip
+def _row_values(i, lo, best, shared, rowmax, values, tag_ptr, tag_pre, tag_pad, tok_size, pooled,
+                empty_one):  # fmt: skip
+    """(BMA, Jaccard) of row ``i`` against the columns ``[lo, n)``, float64, into ``values``
+    (2, n), from the scattered row; resets the columns. (Arrays come one by one: unpacking
+    the data tuple inside the column loop would cost reference counting on every pair.)"""
     k_a = tag_ptr[i + 1] - tag_ptr[i]
-    k_b = tag_ptr[j + 1] - tag_ptr[j]
-    h_a = 0.0
-    for p in range(k_a):
-        h_a += best[p, j]
-        best[p, j] = 0.0
-    h_b = 0.0
-    if k_b <= PAD_WIDTH:  # fixed trip count (padding reads rowmax[N] = +0.0): no branch misses
-        for q in range(PAD_WIDTH):
-            h_b += rowmax[tag_pad[j, q]]
-    else:
-        for q in range(tag_ptr[j], tag_ptr[j + 1]):
-            h_b += rowmax[tag_pre[q]]
-    if k_a == 0 or k_b == 0:
-        bma = 0.0
-    elif pooled:
-        n = float(k_a + k_b)
-        bma = h_a / n + h_b / n
-    else:
-        bma = (h_a / k_a + h_b / k_b) * 0.5
-    s = shared[j]
-    shared[j] = 0
-    union = tok_size[i] + tok_size[j] - s
-    if union == 0:
-        jac = 1.0 if empty_one else 0.0
-    else:
-        jac = float(s) / float(union)
-    return bma, jac
+    for j in range(lo, values.shape[1]):
+        k_b = tag_ptr[j + 1] - tag_ptr[j]
+        h_a = 0.0
+        for p in range(k_a):
+            h_a += best[p, j]
+            best[p, j] = 0.0
+        h_b = 0.0
+        if k_b <= PAD_WIDTH:  # fixed trip count (padding reads rowmax[N] = +0.0): no branch miss
+            for q in range(PAD_WIDTH):
+                h_b += rowmax[tag_pad[j, q]]
+        else:
+            for q in range(tag_ptr[j], tag_ptr[j + 1]):
+                h_b += rowmax[tag_pre[q]]
+        if k_a == 0 or k_b == 0:
+            values[0, j] = 0.0
+        elif pooled:
+            n = float(k_a + k_b)
+            values[0, j] = h_a / n + h_b / n
+        else:
+            values[0, j] = (h_a / k_a + h_b / k_b) * 0.5
+        s = shared[j]
+        shared[j] = 0
+        union = tok_size[i] + tok_size[j] - s
+        if union == 0:
+            values[1, j] = 1.0 if empty_one else 0.0
+        else:
+            values[1, j] = float(s) / float(union)
 
 
 @nb.njit(**JIT)
@@ -330,46 +331,46 @@ def _scratch(data):
 def _row_bits(i, lo, scratch, bits_b, bits_j, data):
     """Float16 bits of row ``i`` against the columns ``[lo, n)`` into ``bits_*[lo:]``."""
     best, shared, rowmax, values = scratch
+    (tag_ptr, _, tag_pre, tag_pad, _, _, tok_size, _, _, _, _, _, _, _, _, _, _, _, _, _, pooled,
+     empty_one) = data  # fmt: skip
     _scatter_row(i, lo, best, shared, rowmax, data)
-    for j in range(lo, values.shape[1]):
-        values[0, j], values[1, j] = _pair_values(i, j, best, shared, rowmax, data)
+    _row_values(i, lo, best, shared, rowmax, values, tag_ptr, tag_pre, tag_pad, tok_size, pooled,
+                empty_one)  # fmt: skip
     float16_bits(values[0, lo:].view(np.int64), bits_b[lo:])
     float16_bits(values[1, lo:].view(np.int64), bits_j[lo:])
 
 
 @nb.njit(**JIT)
-def _zone(bits, low, width):
-    """0 below the band ``[low, low + width)``, 1 inside, 2 at or above its top."""
-    if bits < low:
-        return 0
-    return 1 if bits < low + width else 2
-
-
-@nb.njit(**JIT)
-def _add_pair(i, j, bb, bj, band, counts, band_b, band_j, events, n_events):
-    """Count the pair (i, j) for both rows: sure groups into ``counts``, one signal in its band
-    into ``band_b``/``band_j`` [other signal low (0) or high (1), row, offset], both in their
-    bands as an event (i, j, offsets); returns the (maybe grown) events and their number."""
+def _count_row(i, counted, m, bits_b, bits_j, band, counts, band_b, band_j, events, n_events):
+    """Count the pairs (i, j) of the ``m`` columns ``counted`` for both rows: both signals
+    outside their bands — the sure group into ``counts``; one inside — its band histogram
+    ``band_b``/``band_j`` [other signal below (0) or above (1) its band, row, offset]; both
+    inside — an event (i, j, offsets) appended to ``events`` (grown when full). Returns the
+    events and their number."""
     low_b, width_b, low_j, width_j = band
-    zb, zj = _zone(bb, low_b, width_b), _zone(bj, low_j, width_j)
-    if zb == 1 and zj == 1:
-        if n_events == events.shape[0]:
-            grown = np.empty((2 * events.shape[0] + 16, 4), dtype=events.dtype)
-            grown[:n_events] = events[:n_events]
-            events = grown
-        events[n_events, 0], events[n_events, 1] = i, j
-        events[n_events, 2], events[n_events, 3] = bb - low_b, bj - low_j
-        return events, n_events + 1
-    if zb == 1:
-        band_b[zj // 2, i, bb - low_b] += 1
-        band_b[zj // 2, j, bb - low_b] += 1
-    elif zj == 1:
-        band_j[zb // 2, i, bj - low_j] += 1
-        band_j[zb // 2, j, bj - low_j] += 1
-    elif zb == 2 or zj == 2:
-        group = 2 if zb == 2 and zj == 2 else (0 if zb == 2 else 1)
-        counts[i, group] += 1
-        counts[j, group] += 1
+    for k in range(m):
+        j = counted[k]
+        bb, bj = bits_b[j], bits_j[j]
+        zb = 0 if bb < low_b else (1 if bb < low_b + width_b else 2)
+        zj = 0 if bj < low_j else (1 if bj < low_j + width_j else 2)
+        if zb == 1 and zj == 1:
+            if n_events == events.shape[0]:
+                grown = np.empty((2 * events.shape[0] + 64, 4), dtype=events.dtype)
+                grown[:n_events] = events[:n_events]
+                events = grown
+            events[n_events, 0], events[n_events, 1] = i, j
+            events[n_events, 2], events[n_events, 3] = bb - low_b, bj - low_j
+            n_events += 1
+        elif zb == 1:
+            band_b[zj // 2, i, bb - low_b] += 1
+            band_b[zj // 2, j, bb - low_b] += 1
+        elif zj == 1:
+            band_j[zb // 2, i, bj - low_j] += 1
+            band_j[zb // 2, j, bj - low_j] += 1
+        elif zb == 2 or zj == 2:
+            group = 2 if zb == 2 and zj == 2 else (0 if zb == 2 else 1)
+            counts[i, group] += 1
+            counts[j, group] += 1
     return events, n_events
 
 
@@ -379,24 +380,28 @@ def upper_pass(row_start, row_stop, band, hist_b, hist_j, counts, band_b, band_j
     """Rows ``[row_start, row_stop)`` against the columns ``j ≥ i``, added in place: every
     ordered pair to the float16 histograms ``hist_b``/``hist_j`` (the unordered pair (i, j),
     j > i, stands for (i, j) and (j, i)); every pair j ≠ i to the group counts of both rows
-    under the float16 bands ``band = (low_b, width_b, low_j, width_j)`` (:func:`_add_pair`;
+    under the float16 bands ``band = (low_b, width_b, low_j, width_j)`` (:func:`_count_row`;
     width 0 at the thresholds: the exact groups); returns the events and their number."""
     scratch = _scratch(data)
     n = scratch[1].shape[0]
     bits_b, bits_j = np.empty(n, dtype=np.uint16), np.empty(n, dtype=np.uint16)
+    counted = np.empty(n, dtype=np.int64)  # the columns of a row with a value in or above a band
     low_b, low_j = band[0], band[2]
     for i in range(row_start, row_stop):
         _row_bits(i, i, scratch, bits_b, bits_j, data)
         hist_b[bits_b[i]] += 1
         hist_j[bits_j[i]] += 1
-        for j in range(i + 1, n):
+        m = 0
+        for j in range(i + 1, n):  # hot loop: no array is rebound here (no reference counting)
             bb, bj = bits_b[j], bits_j[j]
             hist_b[bb] += 2
             hist_j[bj] += 2
             if bb >= low_b or bj >= low_j:
-                events, n_events = _add_pair(
-                    i, j, bb, bj, band, counts, band_b, band_j, events, n_events
-                )
+                counted[m] = j
+                m += 1
+        events, n_events = _count_row(
+            i, counted, m, bits_b, bits_j, band, counts, band_b, band_j, events, n_events
+        )
     return events, n_events
 
 
