@@ -190,3 +190,38 @@ def set_jaccard(a: frozenset | set, b: frozenset | set) -> float:
     """|A ∩ B| / |A ∪ B| of two token sets (0 for two empty sets)."""
     union = len(a | b)
     return len(a & b) / union if union else 0.0
+
+
+def python_sabermath_pair(
+    tags_a: Sequence[int],
+    tags_b: Sequence[int],
+    ancestors: Sequence[Sequence[int]],
+    ic: Sequence[float],
+    tokens_a: set,
+    tokens_b: set,
+) -> tuple[float, float]:
+    """The published pooled BMA-Lin and idea Jaccard of one pair, before float16 storage
+    (SABERMATH-METHOD §4–§6): Lin through the longest common ancestor path, the diagonal
+    2IC/(2IC + 1e-12); two sums from 0.0 divided separately by |A| + |B|; J(∅, ∅) = 1."""
+
+    def lin(a: int, b: int) -> float:
+        common = -1
+        for x, y in zip(ancestors[a], ancestors[b], strict=False):
+            if x != y:
+                break
+            common = x
+        return (2.0 * ic[common]) / ((ic[a] + ic[b]) + 1e-12)
+
+    bma = 0.0
+    if tags_a and tags_b:
+        n = len(tags_a) + len(tags_b)
+        first = 0.0
+        for a in tags_a:
+            first += max(lin(a, b) for b in tags_b)
+        second = 0.0
+        for b in tags_b:
+            second += max(lin(b, a) for a in tags_a)
+        bma = first / n + second / n
+    union = tokens_a | tokens_b
+    jaccard = len(tokens_a & tokens_b) / len(union) if union else 1.0
+    return bma, jaccard

@@ -28,6 +28,7 @@ from bench.reference import (
     python_bma,
     python_ndcg,
     python_pool,
+    python_sabermath_pair,
     python_swiss,
     set_jaccard,
 )
@@ -36,7 +37,9 @@ RESULT_TAG = "BENCH_RESULT "
 BLOCK = 32
 REPEATS = 3  # short stages (ontology, Swiss + BT, nDCG): best of 3 runs; long ones run once
 N_PLAYERS, N_ROUNDS, K_NDCG = 150, 20, 10
-CHILD_STAGES = ("synthesize", "ontology_ic", "bma", "jaccard", "discovery", "swiss_bt", "ndcg")
+CHILD_STAGES = (
+    "synthesize", "ontology_ic", "bma", "jaccard", "discovery", "allpairs", "swiss_bt", "ndcg",
+)  # fmt: skip
 ROWS = (
     ("synthesize", "synthetic input (generate + write parquet)"),
     ("ontology_ic", "ontology / IC"),
@@ -44,11 +47,13 @@ ROWS = (
     ("jaccard_discovery", "Jaccard discovery (summary + problem)"),
     ("pool_selection", "pool selection"),
     ("discovery_total", "discovery total (BMA + Jaccard + pools)"),
+    ("allpairs_discovery", "all-pairs discovery (method: sabermath, both signals)"),
     ("swiss_bt", "Swiss + Bradley–Terry"),
     ("ndcg", "nDCG@10"),
 )
 TARGETS = {  # scale 1.0 only: (max seconds, max peak RSS MB, min speedup)
     "discovery_total": (60.0, 8192.0, 100.0),
+    "allpairs_discovery": (1800.0, 8192.0, None),
     "swiss_bt": (5.0, None, None),
     "ndcg": (1.0, None, None),
 }
@@ -373,6 +378,159 @@ def child_discovery(ctx: Context) -> dict:
     }
 
 
+def _sabermath_scorer(ctx: Context):
+    """The frequency tree, IC and pair scorer of the published construction on the synthetic
+    tag paths (what the ``pair_histograms`` asset builds from the stored inputs)."""
+    import polars as pl
+
+    from saber_core.annotations import raw_tag_lists, tag_annotations
+    from saber_core.construction import resolve
+    from saber_core.sabermath.databank import build_databank, pair_scorer, tree_ic
+    from saber_core.sabermath.frequency_tree import build_frequency_tree, tree_frame
+    from saber_core.sabermath.options import DOMAIN_MAP
+
+    corpus = ctx.corpus(["doc_id", "summary", "topics", "tag_paths"]).with_columns(
+        pl.int_range(pl.len()).alias("original_index"),
+        pl.lit(None, pl.List(pl.String)).alias("domains"),
+    )
+    plan = resolve("sabermath", (), 0.99)
+    raw = raw_tag_lists(corpus)
+    tree = build_frequency_tree(raw)
+    ic = tree_ic(tree, plan.ic)
+    nodes = tree_frame(tree, ic).select(pl.col("node_id").alias("topic_id"), "ic")
+    topics, _ = tag_annotations(corpus["doc_id"].to_list(), raw, nodes, plan.tag_cleanup, False)
+    databank = build_databank(corpus, topics, DOMAIN_MAP)
+    return tree, ic, pair_scorer(databank, tree, ic, plan)
+
+
+def _allpairs_verified(scorer, tree, ic, rows: np.ndarray, n_cols: int) -> tuple[bool, float, str]:
+    """Kernel rows against the plain-Python pair reference (``n_cols`` columns per row) and a
+    unit's histograms against the numpy reference kernels' values; (equal, reference seconds
+    per pair, detail)."""
+    from saber_core.sabermath.passes import Band, PassTotals, add_unit
+
+    arrays = scorer.arrays
+    got_b, got_j = scorer.rows(rows)
+    cols = np.random.default_rng(1).choice(scorer.n_docs, n_cols, replace=False)
+    ancestors = [[int(x) for x in row if x >= 0] for row in tree.ancestors]
+    ic_list = [float(v) for v in ic]
+    tags = {d: arrays.tag_nodes[arrays.tag_ptr[d] : arrays.tag_ptr[d + 1]].tolist() for d in
+            [*rows.tolist(), *cols.tolist()]}  # fmt: skip
+    ideas = scorer.ideas.matrix
+    tokens = {d: set(ideas.indices[ideas.indptr[d] : ideas.indptr[d + 1]].tolist()) for d in tags}
+    tick = _now()
+    expected = [
+        [python_sabermath_pair(tags[r], tags[c], ancestors, ic_list, tokens[r], tokens[c])
+         for c in cols.tolist()]
+        for r in rows.tolist()
+    ]  # fmt: skip
+    per_pair = (_now() - tick) / (len(rows) * n_cols)
+    values = np.array(expected)  # (rows, cols, 2)
+    equal_values = np.array_equal(
+        got_b[:, cols].view(np.uint16), values[..., 0].astype(np.float16).view(np.uint16)
+    ) and np.array_equal(
+        got_j[:, cols].view(np.uint16), values[..., 1].astype(np.float16).view(np.uint16)
+    )
+    start = int(rows[0])
+    unit = (start, start + 4)
+    totals = PassTotals.empty(scorer.n_docs, Band.none())
+    add_unit(arrays, unit, totals)
+    ref_b, ref_j = scorer.block(np.arange(*unit))
+    weights = np.where(np.arange(scorer.n_docs)[None, :] > np.arange(*unit)[:, None], 2, 0)
+    weights[np.arange(4), np.arange(*unit)] = 1
+    equal_hist = all(
+        np.array_equal(
+            np.bincount(ref.view(np.uint16).ravel(), weights=weights.ravel(), minlength=1 << 16),
+            hist,
+        )
+        for ref, hist in ((ref_b, totals.hist_b), (ref_j, totals.hist_j))
+    )
+    detail = (
+        f"float16 values equal to the plain-Python pair reference on {len(rows)} rows × {n_cols} "
+        f"columns: {equal_values}; histogram counts of rows {unit} equal to the numpy reference "
+        f"kernels': {equal_hist}"
+    )
+    return bool(equal_values and equal_hist), per_pair, detail
+
+
+def child_allpairs(ctx: Context) -> dict:
+    from saber_core.sabermath.allpairs import eligible
+    from saber_core.sabermath.passes import (
+        Band,
+        resolve_counts,
+        row_units,
+        run_pass,
+        sample_band,
+        sample_histograms,
+        sample_rows,
+    )
+    from saber_core.sabermath.threshold import histogram_threshold
+
+    workers = os.cpu_count() or 1
+    tick = _now()
+    tree, ic, scorer = _sabermath_scorer(ctx)
+    arrays = scorer.arrays
+    prepared = _now() - tick
+    n = scorer.n_docs
+    run_pass(arrays, [(0, 1)], Band.none())  # compile (or load the cached machine code)
+    tick, cpu = _now(), time.process_time()
+    band = sample_band(sample_histograms(arrays, sample_rows(n, ctx.seed), workers), 0.99)
+    sampled = _now() - tick
+    units = row_units(n, max(4 * workers, n * (n + 1) // 2 // 100_000_000))
+    progress = _progress_printer("all-pairs pass")
+    totals = run_pass(arrays, units, band, workers=workers, progress=progress)
+    t_b, t_j = histogram_threshold(totals.hist_b, 0.99), histogram_threshold(totals.hist_j, 0.99)
+    counts = resolve_counts(totals, t_b, t_j)
+    second = counts is None
+    if second:
+        counts = run_pass(arrays, units, Band.exact(t_b, t_j), workers=workers).counts
+    seconds, cpu = _now() - tick, time.process_time() - cpu
+    targets = int(eligible(counts, (50, 50, 50)).sum())
+    rows = np.sort(np.random.default_rng(2).choice(n, 3, replace=False))
+    verified, per_pair, detail = _allpairs_verified(scorer, tree, ic, rows, 400)
+    ordered = n * n
+    return {
+        "allpairs_discovery": {
+            "size": f"{_fmt_int(n)} docs, {_fmt_int(ordered)} ordered pairs",
+            "docs": n,
+            "pairs": ordered,
+            "seconds": seconds,
+            "cpu_seconds": cpu,
+            "reference_seconds": per_pair * ordered,
+            "reference": f"plain-Python pair BMA + Jaccard, {3 * 400} pairs sampled, "
+            f"×{ordered / 1200:,.0f}",
+            "verified": verified,
+            "projected_seconds_283k": seconds * (283_000 / n) ** 2,
+            "pairs_per_second": ordered / seconds,
+            "unordered_pairs_per_cpu_second": n * (n + 1) / 2 / cpu,
+            "sample_seconds": sampled,
+            "second_pass": second,
+            "thresholds": [t_b, t_j],
+            "eligible_targets": targets,
+            "band": list(band.as_tuple()),
+            "detail": f"{detail}; databank + arrays {prepared:.1f} s (not timed); band sample "
+            f"{sampled:.1f} s; {workers} threads; thresholds {t_b:.6f} / {t_j:.6f}; "
+            f"eligible targets (50/50/50) {targets:,}; second pass: {second}",
+        }
+    }
+
+
+def _progress_printer(label: str):
+    started, last = _now(), [0.0]
+
+    def report(done: int, total: int) -> None:
+        if _now() - last[0] >= 30 or done == total:
+            last[0] = _now()
+            rate = done / max(_now() - started, 1e-9)
+            print(
+                f"[bench] {label}: {100 * done / total:.1f}% ({rate / 1e6:.1f}M pairs/s)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    return report
+
+
 def child_swiss_bt(ctx: Context) -> dict:
     from sklearn.linear_model import LogisticRegression
 
@@ -487,6 +645,7 @@ CHILDREN = {
     "bma": child_bma,
     "jaccard": child_jaccard,
     "discovery": child_discovery,
+    "allpairs": child_allpairs,
     "swiss_bt": child_swiss_bt,
     "ndcg": child_ndcg,
 }
