@@ -8,6 +8,7 @@ from saber_assets.export.report import judge_warning, ratings_plot, report_markd
 from saber_assets.export.writer import write_export
 from saber_resources.config import BuildConfig
 from saber_resources.judge import PairwiseJudge
+from saber_resources.slurm import SlurmDispatch, producing_runs, report_items
 from saber_resources.storage import DuckDBStore
 from saber_runtime.stage import StageOutput, materialize_stage
 
@@ -72,6 +73,20 @@ def _report_items(build: BuildConfig, store: DuckDBStore, provenance: dict) -> l
     ]
 
 
+def _slurm_items(
+    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore, slurm: SlurmDispatch
+) -> tuple[list[tuple], dict]:
+    """The SLURM cost section (runs that made the current LLM tables), or nothing."""
+    runs = producing_runs(store)
+    if build.execution != "slurm" and not runs:
+        return [], {}
+    try:
+        return report_items(slurm, store, runs)
+    except Exception as exc:  # the cluster is a report's source here, never a reason to fail
+        context.log.warning(f"build report: SLURM costs unavailable ({exc})")
+        return [("slurm", "costs", f"unavailable: {exc}")], {}
+
+
 @dg.asset(
     group_name="export",
     deps=["benchmark_export", "corpus", "candidate_pools", "judgments", "bt_ratings"],
@@ -82,14 +97,17 @@ def build_report(
     build: BuildConfig,
     store: DuckDBStore,
     judge: PairwiseJudge,
+    slurm: SlurmDispatch,
 ) -> dg.MaterializeResult:
-    """A Markdown report of the build (inputs, pools, tournament, judge) with plots."""
+    """A Markdown report of the build (inputs, pools, tournament, judge, SLURM cost) with
+    plots."""
     provenance = judge.provenance()
 
     def compute() -> StageOutput:
         out = build.export_dir
         out.mkdir(parents=True, exist_ok=True)
-        items = _report_items(build, store, provenance)
+        slurm_items, slurm_figures = _slurm_items(context, build, store, slurm)
+        items = _report_items(build, store, provenance) + slurm_items
         pools = store.read_table("candidate_pools")
         ratings = store.read_table("bt_ratings").join(
             pools.select("query_id", "doc_id", "group"), on=["query_id", "doc_id"]
@@ -104,7 +122,7 @@ def build_report(
         table = pl.DataFrame(items, schema=["section", "item", "value"], orient="row")
         return StageOutput(
             {"build_report": table},
-            figures={"report_path": str(report), "judge_warning": warning},
+            figures={"report_path": str(report), "judge_warning": warning, **slurm_figures},
             files=[report],
             plots=plots,
         )
