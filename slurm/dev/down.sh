@@ -61,11 +61,19 @@ kill_job_processes() {
   local end=$((SECONDS + 10))
   while ((SECONDS < end)) && kill -0 "${pids[@]}" 2>/dev/null; do sleep 0.2; done
   kill -KILL "${pids[@]}" 2>/dev/null || true
+  end=$((SECONDS + 10))
+  while ((SECONDS < end)) && [[ -n "$(job_processes)" ]]; do sleep 0.2; done
 }
 
 if [[ -d "$DIR/run" ]]; then
   if live_pid slurmctld slurmctld >/dev/null; then
-    timeout 10 scancel --full --state=PENDING,RUNNING,SUSPENDED >/dev/null 2>&1 || true
+    # By id: SLURM 22.05's `scancel --state` takes one state, and a list cancels nothing.
+    jobs="$(timeout 10 squeue -h -o %i 2>/dev/null | tr '\n' ' ')"
+    if [[ -n "${jobs// /}" ]]; then
+      log "cancelling jobs $jobs"
+      # shellcheck disable=SC2086
+      timeout 10 scancel $jobs >/dev/null 2>&1 || true
+    fi
     # scancel only asks: wait (bounded) until slurmd has ended the jobs' steps.
     end=$((SECONDS + 30))
     while ((SECONDS < end)) && [[ -n "$(timeout 5 squeue -h -o %i 2>/dev/null)" ]]; do
