@@ -43,8 +43,8 @@ def run_build(
             return job.execute_in_process(
                 instance=dagster_instance or instance(), raise_on_error=True, run_id=run_id
             )
-        except KeyboardInterrupt:
-            interrupted = True
+        except BaseException as exc:  # an interrupt (not an error): the supervisor stops the run
+            interrupted = not isinstance(exc, Exception)
             raise
         finally:
             if build.execution == "slurm" and not interrupted:

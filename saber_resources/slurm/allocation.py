@@ -572,10 +572,11 @@ done
     return [j for line in out.splitlines() for j in line.split()[1:]]
 
 
-def stop_run(settings: SlurmDispatch, run_ids: Sequence[str]) -> list[str]:
+def stop_run(settings: SlurmDispatch, run_ids: Sequence[str], wait: float = 4.0) -> list[str]:
     """Stop everything runs left on the cluster, now: ``shutdown`` files and ``scancel`` of
     every job of the user whose working directory belongs to one of the runs (allocation
-    servers and per-shard jobs alike). Returns the cancelled job ids."""
+    servers and per-shard jobs alike), then wait up to ``wait`` seconds until they have left
+    the queue (``COMPLETING`` included). Returns the cancelled job ids."""
     if not run_ids:
         return []
     pick = (
@@ -587,6 +588,11 @@ def stop_run(settings: SlurmDispatch, run_ids: Sequence[str]) -> list[str]:
 ids=$(squeue --me -h -o '%i|%Z' 2>/dev/null | awk -F'|' -v base={q(settings.remote_base + "/")} \\
   -v runs={q(" ".join(run_ids))} {q(pick)} | tr '\\n' ' ')
 [ -n "$ids" ] && scancel $ids
+list=$(echo $ids | tr ' ' ',')
+end=$((SECONDS + {max(int(wait), 0)}))
+while [ -n "$list" ] && [ $SECONDS -lt $end ] && [ -n "$(squeue -h -j "$list" 2>/dev/null)" ]; do
+  sleep 0.2
+done
 echo "cancelled $ids"
 """
     with SSHConnectionPool(settings.ssh_resource()) as pool:

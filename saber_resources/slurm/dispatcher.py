@@ -274,8 +274,8 @@ class ShardDispatch:
         return {}
 
     def _emit_metadata(self) -> None:
-        try:
-            self.context.add_output_metadata(self.metadata())
+        try:  # asset metadata: also for assets with checks (several outputs)
+            self.context.add_asset_metadata(self.metadata())
         except Exception as exc:  # metadata is a report, never a reason to fail
             self.context.log.warning(f"could not attach SLURM metadata: {exc}")
 
