@@ -3,14 +3,15 @@
 The build runs in a child process (``saber build --worker``, its own session) with a run id the
 supervisor chose. On SIGTERM or SIGINT the supervisor
 
-1. interrupts the child (SIGINT to its process group) and gives it ``STOP_GRACE_S`` seconds, then
-   kills the group (nothing the child does — a blocking SLURM client, a model forward pass — can
-   hold the stop up: every answer already received is committed in the call cache, every stage
-   records its fingerprint only after its tables, so a killed build resumes where it stopped);
+1. kills the child's process group (SIGKILL: nothing the child does — a blocking SLURM client, a
+   model forward pass, a DuckDB write — can hold the stop up, and nothing is lost: every answer
+   already received is committed in the call cache, every stage records its fingerprint only
+   after its tables, so a killed build resumes where it stopped; ``test_reliability.py`` kills
+   builds at random points and checks exactly that);
 2. cancels every SLURM job of the run (``scancel`` of the allocation's server jobs and of any
    per-shard job whose working directory belongs to the run; ``shutdown`` files) over the one
    shared SSH connection;
-3. marks the Dagster run canceled when the child could not, and exits with 128 + the signal.
+3. marks the Dagster run canceled (under ``DAGSTER_HOME``) and exits with 128 + the signal.
 
 Shards the cluster finished are kept in ``<remote_base>/shards/`` and reused by the next build;
 the shard being answered at the stop is abandoned (its results are never half written).
@@ -25,7 +26,7 @@ import sys
 import time
 import uuid
 
-STOP_GRACE_S = 3.0
+STOP_WAIT_S = 2.0  # how long the supervisor waits for cancelled jobs to leave the queue
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -69,12 +70,7 @@ def stop_build(child: subprocess.Popen, signum: int, profile: str | None, run_id
     started = time.monotonic()
     name = signal.Signals(signum).name
     print(f"saber build: {name}: stopping run {run_id}", file=sys.stderr, flush=True)
-    _kill_group(child, signal.SIGINT)
-    try:
-        child.wait(timeout=STOP_GRACE_S)
-    except subprocess.TimeoutExpired:
-        pass
-    _kill_group(child, signal.SIGKILL)  # the child and anything it left in its group
+    _kill_group(child, signal.SIGKILL)  # the child and anything it started in its group
     child.wait()
     from saber_resources.config import load_build_config
 
@@ -83,7 +79,7 @@ def stop_build(child: subprocess.Popen, signum: int, profile: str | None, run_id
         from saber_resources.slurm import slurm_dispatch_from_build, stop_run
 
         try:
-            cancelled = stop_run(slurm_dispatch_from_build(build), [run_id])
+            cancelled = stop_run(slurm_dispatch_from_build(build), [run_id], STOP_WAIT_S)
             print(f"saber build: cancelled SLURM jobs {cancelled or 'none'}", file=sys.stderr)
         except Exception as exc:  # report, still exit: the orphan sensor cancels later
             print(f"saber build: could not cancel SLURM jobs: {exc}", file=sys.stderr)

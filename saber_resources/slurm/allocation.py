@@ -238,6 +238,7 @@ class AllocationDispatcher(ShardDispatch):
         if not requests:
             return
         started = time.monotonic()
+        self.begin_call()
         staging = Path(tempfile.mkdtemp(prefix="saber-alloc-"))
         try:
             with SSHConnectionPool(self.ssh) as pool:
@@ -361,6 +362,7 @@ class AllocationDispatcher(ShardDispatch):
             f"i=0\nfor k in {' '.join(keys)}; do\n"
             f'  i=$((i+1)); [ -s {s}/"$k"/stats.json ] && continue\n'
             f'  for f in {a}/inbox/*-"$k" {held}; do [ -e "$f" ] && continue 2; done\n'
+            f'  rm -f {s}/"$k"/error.json\n'
             f'  : > {a}/inbox/"$(date +%s%N)-$(printf %06d $i)-$k"\n'
             "done"
         )

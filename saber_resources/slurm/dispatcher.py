@@ -151,6 +151,11 @@ class ShardDispatch:
         self.waiting_s = 0.0
         self.relays = 0
         self.started = time.monotonic()
+        self._call = (0, 0.0, 0)  # records, waiting_s and relays before the current call
+
+    def begin_call(self) -> None:
+        """Mark the start of a dispatch call (its cost row counts only what follows)."""
+        self._call = (len(self.records), self.waiting_s, self.relays)
 
     @property
     def chunk_size(self) -> int:
@@ -214,12 +219,13 @@ class ShardDispatch:
             f"{s.get('requests_per_s')} req/s, {s.get('tokens_per_s')} tok/s"
         )
 
-    def _fresh(self) -> list[ShardRecord]:
-        return [r for r in self.records if not r.reused]
+    def _fresh(self, records: list[ShardRecord] | None = None) -> list[ShardRecord]:
+        return [r for r in (self.records if records is None else records) if not r.reused]
 
-    def throughput(self) -> dict[str, float]:
-        """Requests/s and tokens/s over the shards answered for this stage (not reused)."""
-        fresh = self._fresh()
+    def throughput(self, records: list[ShardRecord] | None = None) -> dict[str, float]:
+        """Requests/s and tokens/s over the shards answered for this stage (not reused), or
+        over ``records``."""
+        fresh = self._fresh(records)
         gen = sum(r.stats.get("generate_s", 0.0) for r in fresh)
         n = sum(r.stats.get("n_requests", 0) for r in fresh)
         tokens = sum(
@@ -280,28 +286,31 @@ class ShardDispatch:
             self.context.log.warning(f"could not attach SLURM metadata: {exc}")
 
     def cost_row(self, n_requests: int, wall_s: float) -> dict[str, Any]:
-        """This dispatch call's row of ``slurm_stage_costs``."""
-        fresh = self._fresh()
-        speed = self.throughput()
+        """This dispatch call's row of ``slurm_stage_costs`` (since :meth:`begin_call`)."""
+        first, waited, relays = self._call
+        records = self.records[first:]
+        fresh = self._fresh(records)
+        speed = self.throughput(records)
+        jobs = list(dict.fromkeys(j for r in records for j in r.job_ids))
         return {
             "run_id": self.context.run.run_id,
             "stage": self.context.asset_key.to_user_string(),
             "mode": self.mode,
             "model_key": getattr(self, "key", ""),
             "allocation": getattr(self, "alloc", ""),
-            "job_ids": json.dumps(self.job_ids()),
+            "job_ids": json.dumps(jobs),
             "n_requests": n_requests,
             "n_answered": sum(r.n_requests for r in fresh),
-            "n_shards": len(self.records),
-            "n_reused_shards": len(self.records) - len(fresh),
+            "n_shards": len(records),
+            "n_reused_shards": len(records) - len(fresh),
             "generate_s": speed["generate_s"],
             "prompt_tokens": sum(r.stats.get("prompt_tokens", 0) for r in fresh),
             "completion_tokens": sum(r.stats.get("completion_tokens", 0) for r in fresh),
             "requests_per_s": speed["requests_per_s"],
             "tokens_per_s": speed["tokens_per_s"],
-            "waiting_s": round(self.waiting_s, 3),
+            "waiting_s": round(self.waiting_s - waited, 3),
             "wall_s": round(wall_s, 3),
-            "relays": self.relays,
+            "relays": self.relays - relays,
             "created_at": datetime.now(UTC),
         }
 
@@ -344,6 +353,7 @@ class SlurmDispatcher(ShardDispatch):
         out: list[LLMResult | None] = [None] * len(requests)
         staging = Path(tempfile.mkdtemp(prefix="saber-slurm-"))
         started = time.monotonic()
+        self.begin_call()
         try:
             with SSHConnectionPool(self.ssh) as pool:
                 for idx in shards:

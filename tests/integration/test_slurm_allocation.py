@@ -63,10 +63,10 @@ JUDGE_PROFILE = {
     "judge_mode": "choice",
     "judge_both_orders": True,
     "seed": 0,
-    "n_queries": 3,
-    "n_topic_only": 4,
-    "n_summary_only": 3,
-    "n_both": 3,
+    "n_queries": 2,
+    "n_topic_only": 2,
+    "n_summary_only": 2,
+    "n_both": 2,
     "topic_high": 0.7,
     "summary_high": 0.7,
     "rounds": 3,
@@ -471,10 +471,10 @@ def test_walltime_relay_mid_tournament_equals_the_uninterrupted_build(
     reference,
     tmp_path,
 ):
-    """A 2-minute walltime with a 30 s lead and 8 s of simulated compute per shard: the
+    """A 2-minute walltime with a 30 s lead and 20 s of simulated compute per shard: the
     allocation drains before its limit and successors take over (each loading the model once);
     nothing is answered twice and the judgments and ratings equal the uninterrupted build's."""
-    env = {**dev.get("payload_env", {}), "SABER_PAYLOAD_DELAY_S": "8"}
+    env = {**dev.get("payload_env", {}), "SABER_PAYLOAD_DELAY_S": "20"}
     build = Build(
         dev, sshd, tmp_path, time_limit="00:02:00", signal_lead_seconds=30,
         max_retries=3, payload_env=env,
@@ -511,7 +511,7 @@ def test_sigterm_mid_tournament_stops_cancels_and_resumes(dev, sshd, reference, 
         reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
         reader.start()
         deadline = time.monotonic() + BUILD_TIMEOUT_S
-        mid = "tournament_round_02 - STEP_START"
+        mid = "tournament_round_02 - STEP_START"  # round 1 stored, round 2 queued
         while not any(mid in line for line in lines) and time.monotonic() < deadline:
             assert proc.poll() is None, "".join(lines)[-5000:]
             time.sleep(0.2)

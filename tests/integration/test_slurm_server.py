@@ -6,6 +6,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import polars as pl
@@ -23,7 +24,7 @@ from saber_resources.slurm import (
     stage_costs,
     summarize_jobs,
 )
-from saber_resources.slurm.dispatcher import COST_SCHEMA, COST_TABLE
+from saber_resources.slurm.dispatcher import COST_SCHEMA, COST_TABLE, Attempt
 from saber_resources.slurm_payload import (
     DELAY_ENV,
     FAIL_ENV,
@@ -368,3 +369,38 @@ def test_summarize_jobs_counts_allocations_loads_and_gpu_hours():
     assert totals["model_loads"] == 4 and totals["gpu_hours"] == pytest.approx(0.9)
     assert totals["queue_wait_s"] == 135.0 and totals["load_s"] == 135.0
     assert totals["relays"] == 1  # the judge's allocation was relayed once
+
+
+def test_cost_rows_count_each_dispatch_call_once():
+    """A stage that dispatches twice (a judge's retry, the topics' second ask) gets one row per
+    call, each with only its own shards, time and relays; the asset metadata adds them up."""
+    import dagster as dg
+
+    from saber_resources.slurm import ShardDispatch, ShardRecord
+
+    context = SimpleNamespace(run=SimpleNamespace(run_id="r1"), asset_key=dg.AssetKey("topics"))
+    dispatch = ShardDispatch(SlurmDispatch(), context, EchoBackend())
+
+    def answered(key: str, n: int, seconds: float, job: str) -> ShardRecord:
+        stats = {"n_requests": n, "generate_s": seconds, "prompt_tokens": 10 * n,
+                 "completion_tokens": n}  # fmt: skip
+        record = ShardRecord(key=key, n_requests=n, stats=stats)
+        record.attempts.append(Attempt(job_id=job, state="COMPLETED"))
+        return record
+
+    dispatch.begin_call()
+    dispatch.records += [answered("a", 8, 2.0, "7"), answered("b", 4, 1.0, "7")]
+    dispatch.waiting_s += 30.0
+    first = dispatch.cost_row(12, 40.0)
+    dispatch.begin_call()
+    reused = ShardRecord(key="c", n_requests=8, reused=True, stats={"n_requests": 8})
+    dispatch.records += [answered("d", 2, 0.5, "9"), reused]
+    dispatch.relays += 1
+    second = dispatch.cost_row(10, 5.0)
+    assert (first["n_requests"], first["n_answered"], first["n_shards"]) == (12, 12, 2)
+    assert first["generate_s"] == 3.0 and first["requests_per_s"] == 4.0
+    assert (first["waiting_s"], first["relays"], json.loads(first["job_ids"])) == (30.0, 0, ["7"])
+    assert (second["n_requests"], second["n_answered"], second["n_shards"]) == (10, 2, 2)
+    assert second["n_reused_shards"] == 1 and second["generate_s"] == 0.5
+    assert (second["waiting_s"], second["relays"], json.loads(second["job_ids"])) == (0.0, 1, ["9"])
+    assert dispatch.metadata()["slurm_n_shards"] == 4  # the stage's metadata: both calls
