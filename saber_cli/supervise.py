@@ -25,7 +25,9 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 STOP_WAIT_S = 2.0  # how long the supervisor waits for cancelled jobs to leave the queue
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -34,6 +36,13 @@ def worker_command(profile: str | None, run_id: str) -> list[str]:
     """The child's command line: the same ``saber build``, as the worker of run ``run_id``."""
     command = [sys.executable, "-m", "saber_cli.main", "build", "--worker", "--run-id", run_id]
     return command + (["--profile", profile] if profile else [])
+
+
+def worker_env() -> dict[str, str]:
+    """The environment of the child: this one, with this checkout first on ``PYTHONPATH`` (the
+    worker runs the supervisor's code even when the venv's install points elsewhere)."""
+    paths = [str(PROJECT_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
 
 
 def supervise_build(profile: str | None) -> int:
@@ -47,7 +56,9 @@ def supervise_build(profile: str | None) -> int:
 
     previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
     try:
-        child = subprocess.Popen(worker_command(profile, run_id), start_new_session=True)
+        child = subprocess.Popen(
+            worker_command(profile, run_id), env=worker_env(), start_new_session=True
+        )
         while child.poll() is None and not received:
             time.sleep(0.05)
         if not received:

@@ -306,3 +306,15 @@ def test_saber_build_stops_within_seconds_on_a_signal(tmp_path, signum):
     assert "run `saber build` again to resume" in text
     with build_lock(tmp_path):  # the worker is gone: nothing holds the lock
         pass
+
+
+def test_supervised_worker_runs_the_supervisors_checkout(monkeypatch):
+    from saber_cli.supervise import PROJECT_ROOT, worker_command, worker_env
+
+    root = str(Path(__file__).resolve().parents[2])
+    assert str(PROJECT_ROOT) == root
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["/elsewhere", root]))
+    assert worker_env()["PYTHONPATH"].split(os.pathsep) == [root, "/elsewhere"]
+    assert worker_command("tiny", "r1")[1:] == [
+        "-m", "saber_cli.main", "build", "--worker", "--run-id", "r1", "--profile", "tiny",
+    ]  # fmt: skip
