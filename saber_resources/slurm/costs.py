@@ -91,10 +91,14 @@ def _union_jobs(lists: pl.Series) -> str:
 
 def finish_run(settings: SlurmDispatch, store: DuckDBStore, run_id: str) -> dict[str, Any]:
     """At the end of a run: release its allocations, read what its jobs cost and record it in
-    ``slurm_run_costs``; returns :func:`~saber_resources.slurm.allocation.run_costs`'s dict."""
+    ``slurm_run_costs``; returns :func:`~saber_resources.slurm.allocation.run_costs`'s dict.
+    A run that sent nothing to SLURM (every stage reused) touches the cluster not at all."""
+    stages = stage_costs(store, [run_id])
+    if stages.is_empty():
+        return {"jobs": [], "allocations": 0, "models": 0, "slurm_jobs": 0, "model_loads": 0,
+                "gpu_hours": 0.0, "queue_wait_s": 0.0}  # fmt: skip
     if settings.mode == "allocation":
         release_run(settings, [run_id])
-    stages = stage_costs(store, [run_id])
     other = []
     if not stages.is_empty():
         per_shard = stages.filter(pl.col("mode") == "per_shard")["job_ids"].to_list()

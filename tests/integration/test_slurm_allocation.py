@@ -376,6 +376,7 @@ class Build:
         }
         self.env.pop("DAGSTER_HOME", None)
         self.settings = SlurmDispatch(**values)
+        self.sshd = sshd
 
     def start(self) -> subprocess.Popen:
         return subprocess.Popen(
@@ -458,11 +459,12 @@ def test_build_uses_one_allocation_one_model_load_and_one_ssh_connection(referen
     # SSH: one connection for the whole build; every command multiplexed over it
     assert counts["connections"] == 1, counts
     assert counts["sessions"] > 20
-    # a rerun submits nothing and pays nothing
-    before = dict(jobs)
+    # a rerun submits nothing, pays nothing and sends not one SSH command
+    before, sessions = dict(jobs), build.sshd.sessions()
     build.run()
     assert _jobs_under(build.remote_base) == before
     assert build.table("llm_calls").height == calls.height
+    assert build.sshd.sessions() == sessions
 
 
 def test_walltime_relay_mid_tournament_equals_the_uninterrupted_build(
