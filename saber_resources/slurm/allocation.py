@@ -464,7 +464,7 @@ class AllocationDispatcher(ShardDispatch):
         status = json.loads(status_text.strip() or "{}")
         reason = status.get("exit_reason") or ""
         attempt = Attempt(job, state or "UNKNOWN", exit_code.strip(), reason or None, tail.strip())
-        if status.get("state") == "error" and "payload code" in tail:
+        if "payload environment runs different code" in tail:  # retrying cannot help
             self.failures.append(attempt)
             raise SlurmShardError(self._allocation_failure())
         if reason in CLEAN_EXITS and (reason != "drained" or status.get("shards", 0) > 0):
