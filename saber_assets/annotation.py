@@ -35,7 +35,7 @@ from saber_runtime.stage import StageOutput, materialize_stage
 
 
 def _cached_llm(context, build, store, llm, slurm) -> CachedLLM:
-    dispatch = maybe_dispatcher(build, slurm, context, llm)
+    dispatch = maybe_dispatcher(build, slurm, context, llm, store)
     return CachedLLM(llm, store, context.run.run_id, dispatch=dispatch)
 
 

@@ -8,7 +8,9 @@
   same content only moves the cursor; the first tick records a baseline. With SLURM execution,
   also ``saber_slurm_orphan_sensor``: dagster-slurm's orphan reconciliation (runs whose
   supervisor died while their SLURM job lives on are marked failed and relaunched; the relaunch
-  reattaches to the job), plus ``scancel`` for orphaned jobs of runs that cannot be relaunched.
+  reattaches to the job), plus ``scancel`` for orphaned jobs of runs that cannot be relaunched,
+  plus the release of LLM-server allocations whose run ended (runs from the UI); it ticks every
+  ``slurm_orphan_poll_seconds`` (default 120) over the one shared SSH connection.
 
 Rebuilds are cheap when little changed: every asset reuses its stored tables when its inputs,
 config and code are unchanged, and every LLM call is answered from the DuckDB call cache.
@@ -126,22 +128,33 @@ def input_change_sensor(build: Any, job: str = BUILD_JOB) -> dg.SensorDefinition
 
 
 def slurm_orphan_sensor(
-    slurm: Any, job: str = BUILD_JOB, stale_after_seconds: float = 300.0
+    slurm: Any,
+    job: str = BUILD_JOB,
+    stale_after_seconds: float = 300.0,
+    interval_seconds: int = 120,
 ) -> dg.SensorDefinition:
-    """dagster-slurm's orphan reconciliation for ``job`` (SSH config resolved at tick time).
+    """dagster-slurm's orphan reconciliation for ``job`` plus the release of LLM-server
+    allocations whose run has ended, every ``interval_seconds`` (SSH config resolved at tick
+    time).
 
     ``slurm`` is a ``SlurmDispatch``. Runs of ``job`` are relaunched and reattach to their SLURM
-    job; orphans of other jobs (e.g. single assets launched from the UI) are ``scancel``-ed.
+    job; orphans of other jobs (e.g. single assets launched from the UI) are ``scancel``-ed; an
+    allocation whose run finished (succeeded, failed or was canceled) is released. Every command
+    of a tick goes over the one shared SSH ControlMaster connection (``ControlPersist``: 10 min),
+    so a tick opens no connection of its own.
     """
     from dagster_slurm import reconcile_orphaned_slurm_runs
     from dagster_slurm.helpers.ssh_pool import SSHConnectionPool
 
+    from saber_resources.slurm import finished_allocation_runs, release_run
+
     @dg.sensor(
         name="saber_slurm_orphan_sensor",
         job_name=job,
-        minimum_interval_seconds=60,
+        minimum_interval_seconds=interval_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING,
-        description="Fail runs whose supervisor died; relaunch them to reattach to SLURM jobs.",
+        description="Fail runs whose supervisor died; relaunch them to reattach to SLURM jobs; "
+        "release the LLM-server allocations of runs that ended.",
     )
     def _sensor(context: dg.SensorEvaluationContext):
         resource = slurm.slurm_resource()
@@ -156,6 +169,10 @@ def slurm_orphan_sensor(
             with SSHConnectionPool(resource.ssh) as pool:
                 pool.run(f"scancel {' '.join(cancel)} 2>&1 || true")
             context.log.warning(f"cancelled orphaned SLURM jobs {cancel}")
+        ended = finished_allocation_runs(slurm, context.instance)
+        if ended:
+            released = release_run(slurm, ended, grace=0)
+            context.log.info(f"released the allocations of ended runs {ended}: {released}")
         return keep or dg.SkipReason("no orphaned SLURM runs")
 
     return _sensor
@@ -165,5 +182,6 @@ def build_sensors(build: Any, slurm: Any | None = None, job: str = BUILD_JOB) ->
     """The input-change sensor, plus the orphan sensor when ``slurm`` (a SlurmDispatch) is given."""
     sensors: list = [input_change_sensor(build, job)]
     if slurm is not None:
-        sensors.append(slurm_orphan_sensor(slurm, job))
+        interval = build.slurm.orphan_poll_seconds
+        sensors.append(slurm_orphan_sensor(slurm, job, interval_seconds=interval))
     return sensors

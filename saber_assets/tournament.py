@@ -56,7 +56,7 @@ def pairing_settings(build: BuildConfig) -> dict[str, object]:
 def bound_judge(context, build: BuildConfig, store, judge: PairwiseJudge, slurm, stage: str):
     """The judge as a core ``judge(queries, first, second)`` callable for this run (SLURM
     dispatch when configured), logging under ``stage``."""
-    dispatch = maybe_dispatcher(build, slurm, context, getattr(judge, "backend", None))
+    dispatch = maybe_dispatcher(build, slurm, context, getattr(judge, "backend", None), store)
     log = lambda message: context.log.info(f"{stage}: {message}")  # noqa: E731
     return judge.bound(store, context.run.run_id, dispatch, log)
 

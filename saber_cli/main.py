@@ -1,6 +1,7 @@
 """The ``saber`` command.
 
-    saber build [--profile P]          materialize the whole asset graph in-process
+    saber build [--profile P]          materialize the whole asset graph (in a child process:
+                                       SIGTERM/SIGINT stop it and cancel its SLURM jobs)
     saber export --out DIR [--format saber|mteb|sabermath] [--benchmark DIR]
                                        write the export of the last build to a folder (saber),
                                        or an export folder as an MTEB reranking task (mteb) or
@@ -33,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p_build = sub.add_parser("build", help="materialize the whole asset graph in-process")
     p_build.add_argument("--profile", help="profile name or YAML path (default: SABER_PROFILE)")
+    # the supervised child (saber_cli.supervise): run the build itself, as run --run-id
+    p_build.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p_build.add_argument("--run-id", help=argparse.SUPPRESS)
     p_export = sub.add_parser("export", help="write the export of the last build to a folder")
     p_export.add_argument("--out", type=Path, required=True)
     p_export.add_argument("--profile")
@@ -119,19 +123,28 @@ def _with_build(args: argparse.Namespace) -> int:
     from saber_resources.config import load_build_config
     from saber_resources.storage import BuildLockedError, DuckDBStore
 
+    if args.command == "build" and not args.worker:
+        from saber_cli.supervise import supervise_build
+
+        return supervise_build(args.profile)
     build = load_build_config(args.profile)
     store = DuckDBStore(database=str(build.database_path))
     if args.command == "build":
-        from saber_cli.build import run_build, summary
+        from saber_cli.build import run_build, slurm_summary, summary
 
         try:
-            result = run_build(build)
+            result = run_build(build, run_id=args.run_id)
         except BuildLockedError as err:
             print(f"saber build: {err}", file=sys.stderr)
             return 2
         if not result.success:
             return 1
         print(summary(store, build.export_dir))
+        if build.execution == "slurm":
+            try:
+                print(slurm_summary(store, result.run_id))
+            except Exception as exc:  # a report: the build itself succeeded
+                print(f"saber build: no SLURM cost summary ({exc})", file=sys.stderr)
     else:
         from saber_cli.lineage import lineage_report
 

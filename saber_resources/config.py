@@ -151,9 +151,16 @@ class TournamentSettings(dg.Config):
 
 
 class SlurmSettings(dg.Config):
-    """Cluster profile and per-build overrides (``SABER_SLURM_<FIELD>``; "" or < 0 = profile's)."""
+    """Cluster profile and per-build overrides (``SABER_SLURM_<FIELD>``; "" or < 0 = profile's).
+
+    ``mode``: ``allocation`` (one LLM-server allocation per model and run, fed stage by stage)
+    or ``per_shard`` (one job per shard); "" keeps the cluster profile's (default allocation).
+    ``orphan_poll_seconds``: how often the orphan sensor looks at the cluster.
+    """
 
     profile: str = "dev"
+    mode: Literal["", "allocation", "per_shard"] = ""
+    orphan_poll_seconds: int = 120
     shard_size: int = 0
     max_retries: int = -1
     partition: str = ""

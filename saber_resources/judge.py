@@ -275,16 +275,22 @@ class LLMJudge(PairwiseJudge):
         run_id: str,
         dispatch: Dispatch | None = None,
     ) -> JudgeOutput:
-        """Judge each pair (and its swap when ``both_orders``); unparsable twice → dropped."""
+        """Judge each pair (and its swap when ``both_orders``); unparsable twice → dropped.
+
+        Both orders go to the backend in one call (a round is one batch: on vLLM one
+        ``LLM.chat`` per sampling group, in prefix order), then one call retries every
+        unparsable answer."""
         cached = CachedLLM(self.backend, store, run_id, dispatch=dispatch)
         stats = CallStats()
         forward = list(zip(queries, first, second, strict=True))
-        p_fwd, why_fwd, raw_fwd, keys_fwd = self._ask(cached, forward, stats)
+        n = len(forward)
+        swapped = [(q, b, a) for q, a, b in forward] if self.both_orders else []
+        p_all, why_all, raw_all, keys_all = self._ask(cached, forward + swapped, stats)
+        p_fwd, why_fwd, raw_fwd, keys_fwd = p_all[:n], why_all[:n], raw_all[:n], keys_all[:n]
         if not self.both_orders:
             p = np.array([np.nan if x is None else x for x in p_fwd], dtype=np.float64)
             return JudgeOutput(p, raw_fwd, why_fwd, keys_fwd, stats)
-        swapped = [(q, b, a) for q, a, b in forward]
-        p_rev, why_rev, raw_rev, keys_rev = self._ask(cached, swapped, stats)
+        p_rev, why_rev, raw_rev, keys_rev = p_all[n:], why_all[n:], raw_all[n:], keys_all[n:]
         combined, reasons = [], []
         for pf, pr, wf, wr in zip(p_fwd, p_rev, why_fwd, why_rev, strict=True):
             p = combine_orders(pf, pr)

@@ -8,13 +8,18 @@ with results is done and is never run again) and reports progress, throughput an
 (SLURM job id, node, GPU) through dagster-pipes. The dispatcher (``saber_resources.slurm``) uses
 the (de)serializers below, so a round trip is the same code on both sides.
 
+The LLM server of the allocation mode (``saber_resources/slurm_server.py``) answers shards with
+:func:`answer_shard` and an already loaded backend.
+
 Failure injection for tests: ``SABER_PAYLOAD_FAIL=always`` fails every attempt;
 ``SABER_PAYLOAD_FAIL=once`` fails the first attempt of a shard (marker file ``.failed_once``);
-``SABER_PAYLOAD_FAIL=hang`` sleeps until SLURM's time limit ends the job (TIMEOUT).
+``SABER_PAYLOAD_FAIL=hang`` sleeps until SLURM's time limit ends the job (TIMEOUT);
+``SABER_PAYLOAD_DELAY_S=<s>`` adds that many seconds of simulated compute to every shard.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import os
@@ -38,6 +43,8 @@ REQUESTS = "requests.parquet"
 RESULTS = "results.parquet"
 STATS = "stats.json"
 FAIL_ENV = "SABER_PAYLOAD_FAIL"
+DELAY_ENV = "SABER_PAYLOAD_DELAY_S"
+PROTOCOL_FILES = ("slurm_payload.py", "slurm_server.py")
 SECRET_HINTS = ("key", "secret", "token", "password")
 
 REQUEST_SCHEMA = pa.schema(
@@ -207,10 +214,90 @@ def _maybe_fail(shard_dir: Path) -> None:
             raise RuntimeError(f"injected failure ({FAIL_ENV}=once)")
 
 
-def _write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+def _maybe_delay() -> float:
+    """``SABER_PAYLOAD_DELAY_S`` seconds of simulated compute per shard (tests: a slow model)."""
+    delay = float(os.environ.get(DELAY_ENV) or 0)
+    if delay > 0:
+        time.sleep(delay)
+    return delay
+
+
+def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+    """Write through a temporary file and rename: readers see the whole file or none."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     write(tmp)
     os.replace(tmp, path)
+
+
+def payload_version() -> str:
+    """Hash of the code both sides of a shard run (this module and the LLM server): the
+    dispatcher and the cluster must agree on it."""
+    digest = hashlib.sha256()
+    for name in PROTOCOL_FILES:
+        digest.update((Path(__file__).parent / name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def answer_shard(
+    shard_dir: Path,
+    backend: LLMBackend,
+    progress_every: int = 2048,
+    log: Callable[[str], None] = print,
+    where: dict[str, str] | None = None,
+    warmup_s: float = 0.0,
+    started: float | None = None,
+    inject: bool = True,
+) -> dict[str, Any]:
+    """Answer ``shard_dir/requests.parquet`` with a ready backend into ``results.parquet`` and
+    ``stats.json`` (both written atomically, results first); return the shard's stats.
+
+    Requests go to the backend in batches of ``progress_every`` (a progress line each).
+    ``inject`` applies the test hooks ``SABER_PAYLOAD_FAIL`` and ``SABER_PAYLOAD_DELAY_S``.
+    """
+    started = time.perf_counter() if started is None else started
+    if inject:
+        _maybe_fail(shard_dir)
+    requests = table_to_requests(pq.read_table(shard_dir / REQUESTS))
+    where = where or node_provenance()
+    delay_s = _maybe_delay() if inject else 0.0
+    results: list[LLMResult] = []
+    step = max(progress_every, 1)
+    generate_s = 0.0
+    for start in range(0, len(requests), step):
+        batch = requests[start : start + step]
+        t0 = time.perf_counter()
+        results += backend.generate(batch)
+        generate_s += time.perf_counter() - t0
+        log(f"shard {shard_dir.name}: {len(results)}/{len(requests)} answered")
+    elapsed = time.perf_counter() - started
+    prompt = sum(r.prompt_tokens or 0 for r in results)
+    completion = sum(r.completion_tokens or 0 for r in results)
+    busy = generate_s + delay_s
+    stats = {
+        **where,
+        "shard": shard_dir.name,
+        "identity": backend.identity(),
+        "n_requests": len(requests),
+        "n_errors": sum(r.error is not None for r in results),
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "elapsed_s": round(elapsed, 3),
+        "warmup_s": round(warmup_s, 3),
+        "generate_s": round(busy, 3),
+        "requests_per_s": round(len(requests) / busy, 3) if busy else 0.0,
+        "tokens_per_s": round((prompt + completion) / busy, 1) if busy else 0.0,
+    }
+    keys = ("slurm_job_id", "slurm_node", "gpu", "cuda_visible_devices")
+    extra = {k: stats[k] for k in keys}
+    extra.update(shard=shard_dir.name, shard_elapsed_s=stats["elapsed_s"])
+    stamped = [replace(r, extra={**r.extra, **extra}) for r in results]
+    write_atomic(shard_dir / RESULTS, lambda p: pq.write_table(results_to_table(stamped), p))
+    write_atomic(shard_dir / STATS, lambda p: p.write_text(json.dumps(stats, indent=1)))
+    log(
+        f"shard {shard_dir.name}: done in {elapsed:.1f}s, {stats['requests_per_s']} req/s, "
+        f"{stats['tokens_per_s']} tok/s"
+    )
+    return stats
 
 
 def run_shard(
@@ -221,7 +308,7 @@ def run_shard(
     log: Callable[[str], None] = print,
     warmup: bool = True,
 ) -> dict[str, Any]:
-    """Answer ``shard_dir/requests.parquet`` into ``results.parquet``; return the shard's stats.
+    """One job, one shard: build the backend, answer ``shard_dir`` (:func:`answer_shard`).
 
     ``warmup`` answers the first request once on its own (discarded) so that model loading is
     timed as ``warmup_s`` and not counted in the shard's throughput.
@@ -237,43 +324,9 @@ def run_shard(
         backend.generate(requests[:1])
         warmup_s = time.perf_counter() - started
         log(f"shard {shard_dir.name}: backend ready in {warmup_s:.1f}s")
-    results: list[LLMResult] = []
-    step = max(progress_every, 1)
-    generate_s = 0.0
-    for start in range(0, len(requests), step):
-        batch = requests[start : start + step]
-        t0 = time.perf_counter()
-        results += backend.generate(batch)
-        generate_s += time.perf_counter() - t0
-        log(f"shard {shard_dir.name}: {len(results)}/{len(requests)} answered")
-    elapsed = time.perf_counter() - started
-    prompt = sum(r.prompt_tokens or 0 for r in results)
-    completion = sum(r.completion_tokens or 0 for r in results)
-    stats = {
-        **where,
-        "shard": shard_dir.name,
-        "identity": backend.identity(),
-        "n_requests": len(requests),
-        "n_errors": sum(r.error is not None for r in results),
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "elapsed_s": round(elapsed, 3),
-        "warmup_s": round(warmup_s, 3),
-        "generate_s": round(generate_s, 3),
-        "requests_per_s": round(len(requests) / generate_s, 3) if generate_s else 0.0,
-        "tokens_per_s": round((prompt + completion) / generate_s, 1) if generate_s else 0.0,
-    }
-    keys = ("slurm_job_id", "slurm_node", "gpu", "cuda_visible_devices")
-    extra = {k: stats[k] for k in keys}
-    extra.update(shard=shard_dir.name, shard_elapsed_s=stats["elapsed_s"])
-    stamped = [replace(r, extra={**r.extra, **extra}) for r in results]
-    _write_atomic(shard_dir / RESULTS, lambda p: pq.write_table(results_to_table(stamped), p))
-    _write_atomic(shard_dir / STATS, lambda p: p.write_text(json.dumps(stats, indent=1)))
-    log(
-        f"shard {shard_dir.name}: done in {elapsed:.1f}s, {stats['requests_per_s']} req/s, "
-        f"{stats['tokens_per_s']} tok/s"
+    return answer_shard(
+        shard_dir, backend, progress_every, log, where, warmup_s, started, inject=False
     )
-    return stats
 
 
 def main() -> None:

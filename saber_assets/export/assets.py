@@ -8,6 +8,7 @@ from saber_assets.export.report import judge_warning, ratings_plot, report_markd
 from saber_assets.export.writer import write_export
 from saber_resources.config import BuildConfig
 from saber_resources.judge import PairwiseJudge
+from saber_resources.slurm import SlurmDispatch, producing_runs, report_items
 from saber_resources.storage import DuckDBStore
 from saber_runtime.stage import StageOutput, materialize_stage
 
@@ -94,14 +95,29 @@ def _audit_items(store: DuckDBStore) -> list[tuple]:
     return rows
 
 
+def _slurm_items(
+    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore, slurm: SlurmDispatch
+) -> tuple[list[tuple], dict]:
+    """The SLURM cost section (runs that made the current LLM tables), or nothing."""
+    runs = producing_runs(store)
+    if build.execution != "slurm" and not runs:
+        return [], {}
+    try:
+        return report_items(slurm, store, runs)
+    except Exception as exc:  # the cluster is a report's source here, never a reason to fail
+        context.log.warning(f"build report: SLURM costs unavailable ({exc})")
+        return [("slurm", "costs", f"unavailable: {exc}")], {}
+
+
 def build_report(
     context: dg.AssetExecutionContext,
     build: BuildConfig,
     store: DuckDBStore,
     judge: PairwiseJudge,
+    slurm: SlurmDispatch,
 ) -> dg.MaterializeResult:
     """A Markdown report of the build (inputs, construction, pools, tournament, judge, the
-    published-defect audit) with plots."""
+    published-defect audit, SLURM cost) with plots."""
     provenance = judge.provenance()
     audited = "sabermath_audit" in [
         d.asset_key.to_user_string()
@@ -111,8 +127,9 @@ def build_report(
     def compute() -> StageOutput:
         out = build.export_dir
         out.mkdir(parents=True, exist_ok=True)
+        slurm_items, slurm_figures = _slurm_items(context, build, store, slurm)
         items = _report_items(build, store, provenance)
-        items += _audit_items(store) if audited else []
+        items += (_audit_items(store) if audited else []) + slurm_items
         pools = store.read_table("candidate_pools")
         ratings = store.read_table("bt_ratings").join(
             pools.select("query_id", "doc_id", "group"), on=["query_id", "doc_id"]
@@ -127,7 +144,7 @@ def build_report(
         table = pl.DataFrame(items, schema=["section", "item", "value"], orient="row")
         return StageOutput(
             {"build_report": table},
-            figures={"report_path": str(report), "judge_warning": warning},
+            figures={"report_path": str(report), "judge_warning": warning, **slurm_figures},
             files=[report],
             plots=plots,
         )

@@ -78,6 +78,9 @@ class LLMBackend(dg.ConfigurableResource, ABC):
     def identity(self) -> dict[str, str]:
         """``backend`` and ``model`` (and anything else that changes answers)."""
 
+    def load(self) -> None:
+        """Load the model now (an LLM server times its one load); default: nothing to load."""
+
 
 def call_key(identity: dict[str, str], request: LLMRequest) -> str:
     """Cache key: sha256 over (backend identity, prompt hash, sampling params, input hash).

@@ -63,26 +63,51 @@ class CachedLLM:
         requests: Sequence[LLMRequest],
         progress: Callable[[int, int], None] | None = None,
     ) -> tuple[list[LLMResult], list[str], CallStats]:
-        """Answers (cached or fresh), their call keys and the batch's cost."""
+        """Answers (cached or fresh), their call keys and the batch's cost.
+
+        A ``dispatch`` with a ``stream`` method (the SLURM allocation) gets every miss at once
+        and hands back results shard by shard, each stored as it arrives; otherwise misses go
+        out in chunks of ``dispatch.chunk_size`` (or ``chunk_size``)."""
         identity = self.backend.identity()
         keys = [call_key(identity, r) for r in requests]
         cached = self.lookup(keys)
         stats = CallStats(hits=sum(k in cached for k in keys))
         missing = list(dict.fromkeys(k for k in keys if k not in cached))
         by_key = {k: r for k, r in zip(keys, requests, strict=True)}
+        stream = getattr(self.dispatch, "stream", None)
+        if stream is not None and missing:
+            done = 0
+            for indices, results in stream([by_key[k] for k in missing]):
+                self._take(identity, [missing[i] for i in indices], results, by_key, cached, stats)
+                done += len(indices)
+                if progress:
+                    progress(done, len(missing))
+            return [cached[k] for k in keys], keys, stats
         size = getattr(self.dispatch, "chunk_size", None) or self.chunk_size
         for start in range(0, len(missing), size):
             chunk = missing[start : start + size]
             results = (self.dispatch or self.backend.generate)([by_key[k] for k in chunk])
-            stats.calls += len(chunk)
-            good = [(k, r) for k, r in zip(chunk, results, strict=True) if r.error is None]
-            stats.errors += len(chunk) - len(good)
-            self._store(identity, [(k, by_key[k], r) for k, r in good])
-            cached.update(good)
-            cached.update((k, r) for k, r in zip(chunk, results, strict=True) if r.error)
+            self._take(identity, chunk, results, by_key, cached, stats)
             if progress:
                 progress(min(start + size, len(missing)), len(missing))
         return [cached[k] for k in keys], keys, stats
+
+    def _take(
+        self,
+        identity: dict,
+        chunk: list[str],
+        results: list[LLMResult],
+        by_key: dict[str, LLMRequest],
+        cached: dict[str, LLMResult],
+        stats: CallStats,
+    ) -> None:
+        """Store a chunk's good answers at once; count calls and errors (errors not cached)."""
+        stats.calls += len(chunk)
+        good = [(k, r) for k, r in zip(chunk, results, strict=True) if r.error is None]
+        stats.errors += len(chunk) - len(good)
+        self._store(identity, [(k, by_key[k], r) for k, r in good])
+        cached.update(good)
+        cached.update((k, r) for k, r in zip(chunk, results, strict=True) if r.error)
 
     def lookup(self, keys: Sequence[str]) -> dict[str, LLMResult]:
         """Stored answers for the given keys."""

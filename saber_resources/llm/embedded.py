@@ -81,6 +81,10 @@ class EmbeddedBackend(LLMBackend):
         """Backend, model and the answer cue used for choice scoring."""
         return {"backend": "embedded", "model": MODEL_LABEL, "answer_cue": self.answer_cue}
 
+    def load(self) -> None:
+        """Load (and convert once) the model."""
+        self._load()
+
     def _load(self):
         Path(self.cache_dir or default_cache_dir()).mkdir(parents=True, exist_ok=True)
         return load_model(str(self.cache_dir or default_cache_dir()))

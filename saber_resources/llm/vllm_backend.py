@@ -78,6 +78,14 @@ def group_requests(
     return list(groups.values())
 
 
+def prefix_order(requests: Sequence[LLMRequest], indices: Sequence[int]) -> list[int]:
+    """``indices`` ordered by conversation text (stable): requests that share a prefix — a
+    judge round's pairs of one query, the query coming first in the prompt — are submitted
+    together, so vLLM's prefix cache computes each shared prefix once while it is warm."""
+    text = {i: "\x1e".join(m.content for m in requests[i].messages) for i in indices}
+    return sorted(indices, key=lambda i: text[i])
+
+
 def result_from_output(output: Any, request: LLMRequest) -> LLMResult:
     """An ``LLMResult`` from a vLLM ``RequestOutput`` (duck-typed)."""
     completions = getattr(output, "outputs", None) or []
@@ -157,8 +165,14 @@ class VLLMBackend(LLMBackend):
             kwargs["download_dir"] = self.download_dir
         return kwargs
 
+    def load(self) -> None:
+        """Build the engine (load the weights onto the GPUs) now."""
+        vllm_llm, _, _ = _import_vllm()
+        _engine(vllm_llm, self.engine_kwargs())
+
     def generate(self, requests: Sequence[LLMRequest]) -> list[LLMResult]:
-        """One ``llm.chat`` per group of identical sampling params; results in request order.
+        """One ``llm.chat`` per group of identical sampling params, each group in prefix order
+        (:func:`prefix_order`); results in request order.
 
         If a group's batch call raises (e.g. one prompt longer than ``max_model_len``), its
         requests are retried one by one so only the failing ones end as error results.
@@ -168,7 +182,8 @@ class VLLMBackend(LLMBackend):
         vllm_llm, sampling_params_cls, structured_cls = _import_vllm()
         llm = _engine(vllm_llm, self.engine_kwargs())
         results: list[LLMResult | None] = [None] * len(requests)
-        for kwargs, indices in group_requests(requests, self.top_logprobs):
+        for kwargs, grouped in group_requests(requests, self.top_logprobs):
+            indices = prefix_order(requests, grouped)
             params = _build(kwargs, sampling_params_cls, structured_cls)
             group = [requests[i] for i in indices]
             for index, result in zip(indices, self._run_group(llm, params, group), strict=True):

@@ -1,10 +1,14 @@
-"""SLURM execution of LLM calls: request shards, one dagster-slurm job per shard, retries.
+"""SLURM execution of LLM calls: request shards; the per-shard mode (one dagster-slurm job per
+shard, retries) and what both modes share (:class:`ShardDispatch`: shard keys, transfers,
+provenance stamps, metadata and the stage's cost record).
 
 ``SlurmDispatch`` is the resource (cluster, queue, shard and retry settings);
 ``SlurmDispatch.dispatcher(context, backend)`` returns the callable that ``CachedLLM`` calls for
-its cache misses. A call cuts the requests (in CachedLLM's order: a round's judge requests come
-query by query, so query-first prompts sharing a prefix sit together for vLLM's prefix cache;
-``sort_by_prompt`` groups them across the whole call) into shards of ``shard_size``, writes each
+its cache misses — :class:`SlurmDispatcher` here for ``mode: per_shard``, the run's allocation
+(:mod:`saber_resources.slurm.allocation`) by default. A per-shard call cuts the requests (in
+CachedLLM's order: a round's judge requests come query by query, so query-first prompts sharing
+a prefix sit together for vLLM's prefix cache; ``sort_by_prompt`` groups them across the whole
+call) into shards of ``shard_size``, writes each
 shard as ``requests.parquet`` into its own folder on the cluster
 (``<remote_base>/shards/<content hash>``) and submits one job per shard with dagster-slurm's
 ``ComputeResource.run`` (mode ``slurm``, pre-deployed payload environment, ``BashLauncher``).
@@ -33,8 +37,10 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -53,10 +59,19 @@ from saber_resources.slurm_payload import (
     requests_to_table,
     table_to_results,
 )
+from saber_resources.storage import DuckDBStore
 
 PAYLOAD = Path(__file__).resolve().parents[1] / "slurm_payload.py"
 LOG_TAIL_LINES = 30
 CANCELLED_RUN = (dg.DagsterRunStatus.CANCELING, dg.DagsterRunStatus.CANCELED)
+COST_TABLE = "slurm_stage_costs"
+COST_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {COST_TABLE} (
+    run_id VARCHAR, stage VARCHAR, mode VARCHAR, model_key VARCHAR, allocation VARCHAR,
+    job_ids VARCHAR, n_requests BIGINT, n_answered BIGINT, n_shards BIGINT, n_reused_shards BIGINT,
+    generate_s DOUBLE, prompt_tokens BIGINT, completion_tokens BIGINT, requests_per_s DOUBLE,
+    tokens_per_s DOUBLE, waiting_s DOUBLE, wall_s DOUBLE, relays BIGINT, created_at TIMESTAMPTZ
+)"""
 
 
 class SlurmShardError(RuntimeError):
@@ -108,28 +123,226 @@ def plan_shards(requests: Sequence[LLMRequest], size: int, sort: bool = False) -
     return [order[start : start + size] for start in range(0, len(order), size)]
 
 
-class SlurmDispatcher:
-    """Answers requests with SLURM jobs (one per shard); keeps a record of every shard."""
+class ShardDispatch:
+    """What both SLURM modes share: the backend spec sent to the cluster, shard records,
+    transfers, provenance stamps, the asset metadata and the stage's row in
+    ``slurm_stage_costs``."""
+
+    mode = "per_shard"
 
     def __init__(
-        self, settings: SlurmDispatch, context: dg.AssetExecutionContext, backend: LLMBackend
+        self,
+        settings: SlurmDispatch,
+        context: dg.AssetExecutionContext,
+        backend: LLMBackend,
+        store: DuckDBStore | None = None,
     ) -> None:
         self.settings = settings
         self.context = context
+        self.store = store
         self.identity = backend.identity()
         spec, config = backend_spec(backend)
         self.spec = settings.backend_spec or spec
         self.config = (
             json.loads(settings.backend_config_json) if settings.backend_config_json else config
         )
-        self.compute = settings.compute_resource()
         self.ssh = settings.ssh_resource()
         self.records: list[ShardRecord] = []
+        self.waiting_s = 0.0
+        self.relays = 0
+        self.started = time.monotonic()
+        self._call = (0, 0.0, 0)  # records, waiting_s and relays before the current call
+
+    def begin_call(self) -> None:
+        """Mark the start of a dispatch call (its cost row counts only what follows)."""
+        self._call = (len(self.records), self.waiting_s, self.relays)
 
     @property
     def chunk_size(self) -> int:
         """Requests per call that ``CachedLLM`` should send (one shard: cached per job)."""
         return max(self.settings.shard_size, 1)
+
+    def shard_key(self, table: Any) -> str:
+        """The content address of a shard (requests and backend)."""
+        return _shard_key(self.spec, self.config, self.identity, table.to_pylist())
+
+    def _stamp(self, results: list[LLMResult], record: ShardRecord) -> list[LLMResult]:
+        extra = {"slurm_shard_reused": record.reused, "slurm_attempts": len(record.attempts)}
+        return [replace(r, extra={**r.extra, **extra}) for r in results]
+
+    def _check_identity(self, record: ShardRecord) -> None:
+        remote = record.stats.get("identity")
+        if remote is not None and remote != self.identity:
+            raise SlurmShardError(
+                f"shard {record.key}: the payload's backend identity {remote} differs from the "
+                f"local one {self.identity}; the cluster environment runs different code"
+            )
+
+    # -- transfer ----------------------------------------------------------------------------
+    def _put(self, pool: SSHConnectionPool, local: Path, remote: str) -> None:
+        if self.settings.transfer == "shared":
+            Path(remote).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(local, remote)
+        else:
+            pool.upload_file(str(local), remote)
+
+    def _get(self, pool: SSHConnectionPool, remote: str, local: Path) -> None:
+        if self.settings.transfer == "shared":
+            shutil.copyfile(remote, local)
+            return
+        mux = (
+            self.ssh.get_multiplexing_opts(create=False, control_path=pool.control_path)
+            if pool.multiplexing_active
+            else []
+        )
+        cmd = [
+            "scp",
+            *self.ssh.get_common_ssh_opts(),
+            "-P",
+            str(self.ssh.port),
+            *mux,
+            *self.ssh.get_key_auth_opts(),
+            *self.ssh.get_proxy_command_opts(),
+            f"{self.ssh.user}@{self.ssh.host}:{remote}",
+            str(local),
+        ]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise RuntimeError(f"scp {remote} failed: {done.stderr.strip()}")
+
+    # -- reporting ---------------------------------------------------------------------------
+    def _shard_line(self, record: ShardRecord) -> str:
+        s = record.stats
+        return (
+            f"SLURM shard {record.key}: {record.n_requests} requests, jobs {record.job_ids}, "
+            f"node {s.get('slurm_node')}, gpu {s.get('gpu')}, {s.get('elapsed_s')}s, "
+            f"{s.get('requests_per_s')} req/s, {s.get('tokens_per_s')} tok/s"
+        )
+
+    def _fresh(self, records: list[ShardRecord] | None = None) -> list[ShardRecord]:
+        return [r for r in (self.records if records is None else records) if not r.reused]
+
+    def throughput(self, records: list[ShardRecord] | None = None) -> dict[str, float]:
+        """Requests/s and tokens/s over the shards answered for this stage (not reused), or
+        over ``records``."""
+        fresh = self._fresh(records)
+        gen = sum(r.stats.get("generate_s", 0.0) for r in fresh)
+        n = sum(r.stats.get("n_requests", 0) for r in fresh)
+        tokens = sum(
+            r.stats.get("prompt_tokens", 0) + r.stats.get("completion_tokens", 0) for r in fresh
+        )
+        return {
+            "generate_s": round(gen, 3),
+            "requests_per_s": round(n / gen, 3) if gen else 0.0,
+            "tokens_per_s": round(tokens / gen, 1) if gen else 0.0,
+        }
+
+    def job_ids(self) -> list[str]:
+        """Every SLURM job that worked for this stage (failed attempts included), in order."""
+        return list(dict.fromkeys(j for r in self.records for j in r.job_ids))
+
+    def metadata(self) -> dict[str, Any]:
+        """Job ids, counts, overall throughput and a per-shard table (asset metadata)."""
+        jobs = self.job_ids()
+        speed = self.throughput()
+        rows = [
+            "| shard | requests | jobs:state | reused | node | gpu | elapsed s | req/s | tok/s |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in self.records:
+            s = r.stats
+            attempts = ", ".join(f"{a.job_id or '-'}:{a.state}" for a in r.attempts)
+            origin = s.get("slurm_job_id", "") if r.reused else ""
+            rows.append(
+                f"| {r.key[:12]} | {r.n_requests} | {attempts or origin} | {r.reused} | "
+                f"{s.get('slurm_node', '')} | {s.get('gpu', '')} | {s.get('elapsed_s', '')} | "
+                f"{s.get('requests_per_s', '')} | {s.get('tokens_per_s', '')} |"
+            )
+        return {
+            "slurm_mode": self.mode,
+            "slurm_job_ids": dg.MetadataValue.json(jobs),
+            "slurm_n_jobs": len(jobs),
+            "slurm_n_shards": len(self.records),
+            "slurm_n_reused_shards": sum(r.reused for r in self.records),
+            "slurm_n_failed_attempts": sum(
+                a.state != "COMPLETED" for r in self.records for a in r.attempts
+            ),
+            "slurm_requests_per_s": speed["requests_per_s"],
+            "slurm_tokens_per_s": speed["tokens_per_s"],
+            "slurm_waiting_s": round(self.waiting_s, 1),
+            "slurm_wall_s": round(time.monotonic() - self.started, 1),
+            "slurm_shards": dg.MetadataValue.md("\n".join(rows)),
+            **self.extra_metadata(),
+        }
+
+    def extra_metadata(self) -> dict[str, Any]:
+        """Mode-specific metadata (none here)."""
+        return {}
+
+    def _emit_metadata(self) -> None:
+        try:  # asset metadata: also for assets with checks (several outputs)
+            self.context.add_asset_metadata(self.metadata())
+        except Exception as exc:  # metadata is a report, never a reason to fail
+            self.context.log.warning(f"could not attach SLURM metadata: {exc}")
+
+    def cost_row(self, n_requests: int, wall_s: float) -> dict[str, Any]:
+        """This dispatch call's row of ``slurm_stage_costs`` (since :meth:`begin_call`)."""
+        first, waited, relays = self._call
+        records = self.records[first:]
+        fresh = self._fresh(records)
+        speed = self.throughput(records)
+        jobs = list(dict.fromkeys(j for r in records for j in r.job_ids))
+        return {
+            "run_id": self.context.run.run_id,
+            "stage": self.context.asset_key.to_user_string(),
+            "mode": self.mode,
+            "model_key": getattr(self, "key", ""),
+            "allocation": getattr(self, "alloc", ""),
+            "job_ids": json.dumps(jobs),
+            "n_requests": n_requests,
+            "n_answered": sum(r.n_requests for r in fresh),
+            "n_shards": len(records),
+            "n_reused_shards": len(records) - len(fresh),
+            "generate_s": speed["generate_s"],
+            "prompt_tokens": sum(r.stats.get("prompt_tokens", 0) for r in fresh),
+            "completion_tokens": sum(r.stats.get("completion_tokens", 0) for r in fresh),
+            "requests_per_s": speed["requests_per_s"],
+            "tokens_per_s": speed["tokens_per_s"],
+            "waiting_s": round(self.waiting_s - waited, 3),
+            "wall_s": round(wall_s, 3),
+            "relays": self.relays - relays,
+            "created_at": datetime.now(UTC),
+        }
+
+    def _record_cost(self, n_requests: int, wall_s: float) -> None:
+        """Append this call's cost to the build database (when the stage gave a store)."""
+        if self.store is None:
+            return
+        row = self.cost_row(n_requests, wall_s)
+        try:
+            with self.store.connect() as con:
+                con.execute(COST_SCHEMA)
+                con.execute(
+                    f"INSERT INTO {COST_TABLE} ({', '.join(row)}) "
+                    f"VALUES ({', '.join('?' * len(row))})",
+                    list(row.values()),
+                )
+        except Exception as exc:  # a report, never a reason to fail
+            self.context.log.warning(f"could not record the SLURM stage cost: {exc}")
+
+
+class SlurmDispatcher(ShardDispatch):
+    """Answers requests with SLURM jobs (one per shard); keeps a record of every shard."""
+
+    def __init__(
+        self,
+        settings: SlurmDispatch,
+        context: dg.AssetExecutionContext,
+        backend: LLMBackend,
+        store: DuckDBStore | None = None,
+    ) -> None:
+        super().__init__(settings, context, backend, store)
+        self.compute = settings.compute_resource()
 
     # -- the Dispatch callable -------------------------------------------------------------
     def __call__(self, requests: Sequence[LLMRequest]) -> list[LLMResult]:
@@ -139,6 +352,8 @@ class SlurmDispatcher:
         shards = plan_shards(requests, self.settings.shard_size, self.settings.sort_by_prompt)
         out: list[LLMResult | None] = [None] * len(requests)
         staging = Path(tempfile.mkdtemp(prefix="saber-slurm-"))
+        started = time.monotonic()
+        self.begin_call()
         try:
             with SSHConnectionPool(self.ssh) as pool:
                 for idx in shards:
@@ -149,6 +364,7 @@ class SlurmDispatcher:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
             self._emit_metadata()
+            self._record_cost(len(requests), time.monotonic() - started)
         return [r for r in out if r is not None]
 
     # -- one shard ------------------------------------------------------------------------
@@ -156,7 +372,7 @@ class SlurmDispatcher:
         self, pool: SSHConnectionPool, shard: list[LLMRequest], staging: Path
     ) -> list[LLMResult]:
         table = requests_to_table(shard)
-        key = _shard_key(self.spec, self.config, self.identity, table.to_pylist())
+        key = self.shard_key(table)
         record = ShardRecord(key=key, n_requests=len(shard))
         self.records.append(record)
         remote = self.settings.shard_dir(key)
@@ -239,18 +455,6 @@ class SlurmDispatcher:
             return None
         return (results, stats) if len(results) == n else None
 
-    def _stamp(self, results: list[LLMResult], record: ShardRecord) -> list[LLMResult]:
-        extra = {"slurm_shard_reused": record.reused, "slurm_attempts": len(record.attempts)}
-        return [replace(r, extra={**r.extra, **extra}) for r in results]
-
-    def _check_identity(self, record: ShardRecord) -> None:
-        remote = record.stats.get("identity")
-        if remote is not None and remote != self.identity:
-            raise SlurmShardError(
-                f"shard {record.key}: the payload's backend identity {remote} differs from the "
-                f"local one {self.identity}; the cluster environment runs different code"
-            )
-
     # -- failures ---------------------------------------------------------------------------
     def _job_id(self, text: str, known: set[str]) -> str:
         """The job of the last attempt: from the error text, else dagster-slurm's run tag."""
@@ -314,97 +518,16 @@ class SlurmDispatcher:
         if step and "/runs/" in step:
             pool.run(f"rm -rf -- {shlex.quote(step)}")
 
-    # -- transfer ----------------------------------------------------------------------------
-    def _put(self, pool: SSHConnectionPool, local: Path, remote: str) -> None:
-        if self.settings.transfer == "shared":
-            Path(remote).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(local, remote)
-        else:
-            pool.upload_file(str(local), remote)
-
-    def _get(self, pool: SSHConnectionPool, remote: str, local: Path) -> None:
-        if self.settings.transfer == "shared":
-            shutil.copyfile(remote, local)
-            return
-        mux = (
-            self.ssh.get_multiplexing_opts(create=False, control_path=pool.control_path)
-            if pool.multiplexing_active
-            else []
-        )
-        cmd = [
-            "scp",
-            *self.ssh.get_common_ssh_opts(),
-            "-P",
-            str(self.ssh.port),
-            *mux,
-            *self.ssh.get_key_auth_opts(),
-            *self.ssh.get_proxy_command_opts(),
-            f"{self.ssh.user}@{self.ssh.host}:{remote}",
-            str(local),
-        ]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        if done.returncode != 0:
-            raise RuntimeError(f"scp {remote} failed: {done.stderr.strip()}")
-
-    # -- reporting ---------------------------------------------------------------------------
-    def _shard_line(self, record: ShardRecord) -> str:
-        s = record.stats
-        return (
-            f"SLURM shard {record.key}: {record.n_requests} requests, jobs {record.job_ids}, "
-            f"node {s.get('slurm_node')}, gpu {s.get('gpu')}, {s.get('elapsed_s')}s, "
-            f"{s.get('requests_per_s')} req/s, {s.get('tokens_per_s')} tok/s"
-        )
-
-    def metadata(self) -> dict[str, Any]:
-        """Job ids, counts, overall throughput and a per-shard table (asset metadata)."""
-        jobs = [j for r in self.records for j in r.job_ids]
-        gen = sum(r.stats.get("generate_s", 0.0) for r in self.records if not r.reused)
-        n = sum(r.stats.get("n_requests", 0) for r in self.records if not r.reused)
-        tokens = sum(
-            r.stats.get("prompt_tokens", 0) + r.stats.get("completion_tokens", 0)
-            for r in self.records
-            if not r.reused
-        )
-        rows = [
-            "| shard | requests | jobs:state | reused | node | gpu | elapsed s | req/s | tok/s |",
-            "|---|---|---|---|---|---|---|---|---|",
-        ]
-        for r in self.records:
-            s = r.stats
-            attempts = ", ".join(f"{a.job_id or '-'}:{a.state}" for a in r.attempts)
-            origin = s.get("slurm_job_id", "") if r.reused else ""
-            rows.append(
-                f"| {r.key[:12]} | {r.n_requests} | {attempts or origin} | {r.reused} | "
-                f"{s.get('slurm_node', '')} | {s.get('gpu', '')} | {s.get('elapsed_s', '')} | "
-                f"{s.get('requests_per_s', '')} | {s.get('tokens_per_s', '')} |"
-            )
-        return {
-            "slurm_job_ids": dg.MetadataValue.json(jobs),
-            "slurm_n_jobs": len(jobs),
-            "slurm_n_shards": len(self.records),
-            "slurm_n_reused_shards": sum(r.reused for r in self.records),
-            "slurm_n_failed_attempts": sum(
-                a.state != "COMPLETED" for r in self.records for a in r.attempts
-            ),
-            "slurm_requests_per_s": round(n / gen, 3) if gen else 0.0,
-            "slurm_tokens_per_s": round(tokens / gen, 1) if gen else 0.0,
-            "slurm_shards": dg.MetadataValue.md("\n".join(rows)),
-        }
-
-    def _emit_metadata(self) -> None:
-        try:
-            self.context.add_output_metadata(self.metadata())
-        except Exception as exc:  # metadata is a report, never a reason to fail
-            self.context.log.warning(f"could not attach SLURM metadata: {exc}")
-
 
 def maybe_dispatcher(
     build: Any,
     slurm: SlurmDispatch | None,
     context: dg.AssetExecutionContext,
     backend: LLMBackend | None,
-) -> SlurmDispatcher | None:
-    """The SLURM dispatcher when ``build.execution == "slurm"``, else None (in-process calls)."""
+    store: DuckDBStore | None = None,
+) -> ShardDispatch | None:
+    """The SLURM dispatch when ``build.execution == "slurm"`` (the run's allocation, or one job
+    per shard), else None (in-process calls); ``store`` records the stage's cost."""
     if slurm is None or backend is None or build.execution != "slurm":
         return None
-    return slurm.dispatcher(context, backend)
+    return slurm.dispatcher(context, backend, store)

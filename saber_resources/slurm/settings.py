@@ -1,5 +1,5 @@
-"""SLURM settings: the ``SlurmDispatch`` resource (cluster, queue, shard and retry settings),
-the cluster profiles in ``slurm/profiles/`` and a build's overrides of them."""
+"""SLURM settings: the ``SlurmDispatch`` resource (cluster, queue, shard, allocation and retry
+settings), the cluster profiles in ``slurm/profiles/`` and a build's overrides of them."""
 
 from __future__ import annotations
 
@@ -22,9 +22,12 @@ from pydantic import Field, field_validator
 from saber_resources.llm.base import LLMBackend
 
 if TYPE_CHECKING:
+    from saber_resources.slurm.allocation import AllocationDispatcher
     from saber_resources.slurm.dispatcher import SlurmDispatcher
+    from saber_resources.storage import DuckDBStore
 
-CLUSTER_PROFILES = Path(__file__).resolve().parents[2] / "slurm" / "profiles"
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+CLUSTER_PROFILES = PROJECT_ROOT / "slurm" / "profiles"
 DEV_DIR = "/var/tmp/saber-slurm"
 
 
@@ -43,8 +46,17 @@ class SbatchLauncher(BashLauncher):
 
 
 class SlurmDispatch(dg.ConfigurableResource):
-    """Where and how LLM shards run on SLURM (defaults: the dev cluster of ``make slurm-up``)."""
+    """Where and how LLM shards run on SLURM (defaults: the dev cluster of ``make slurm-up``).
 
+    ``mode="allocation"`` (default): one LLM-server job per model and run holds the model loaded
+    and answers the shards every stage writes into its inbox (``time_limit`` is the allocation's
+    walltime; ``signal_lead_seconds`` before it, the job stops taking shards and a successor
+    takes over). ``mode="per_shard"``: one dagster-slurm job per shard (``time_limit`` per job).
+    """
+
+    mode: Literal["allocation", "per_shard"] = Field(
+        default="allocation", description="allocation: one model load per run; per_shard: job each"
+    )
     ssh_host: str = Field(default="127.0.0.1", description="Login node (SSH host)")
     ssh_port: int = Field(default=2222, description="SSH port")
     ssh_user: str = Field(default="root", description="SSH user")
@@ -90,6 +102,16 @@ class SlurmDispatch(dg.ConfigurableResource):
         "keeps CachedLLM's order, so batches (and the embedded model's answers) match in-process",
     )
     warmup: bool = Field(default=True, description="Time model loading apart from throughput")
+    idle_timeout: int = Field(
+        default=900,
+        description="allocation mode: seconds an LLM server waits without work before it exits "
+        "(a safety net: the run's end releases it at once)",
+    )
+    signal_lead_seconds: int = Field(
+        default=300,
+        description="allocation mode: stop taking shards this long before the walltime "
+        "(and --signal=B:USR1@lead); a successor allocation takes the rest",
+    )
 
     @field_validator("remote_base", "env_path")
     @classmethod
@@ -149,18 +171,31 @@ class SlurmDispatch(dg.ConfigurableResource):
         """The cluster folder of one shard."""
         return f"{self.remote_base}/shards/{key}"
 
-    def dispatcher(self, context: dg.AssetExecutionContext, backend: LLMBackend) -> SlurmDispatcher:
-        """The ``list[LLMRequest] -> list[LLMResult]`` callable for one asset execution."""
+    def dispatcher(
+        self,
+        context: dg.AssetExecutionContext,
+        backend: LLMBackend,
+        store: DuckDBStore | None = None,
+    ) -> SlurmDispatcher | AllocationDispatcher:
+        """The dispatch for one asset execution: the run's allocation (``mode="allocation"``)
+        or one job per shard; ``store`` records the stage's cost (``slurm_stage_costs``)."""
+        if self.mode == "allocation":
+            from saber_resources.slurm.allocation import AllocationDispatcher
+
+            return AllocationDispatcher(self, context, backend, store)
         from saber_resources.slurm.dispatcher import SlurmDispatcher
 
-        return SlurmDispatcher(self, context, backend)
+        return SlurmDispatcher(self, context, backend, store)
 
 
 def expand_env(text: str) -> str:
-    """``${VAR}`` and ``${VAR:-default}`` replaced from the environment."""
+    """``${VAR}`` and ``${VAR:-default}`` replaced from the environment; ``${SABER_PROJECT}`` is
+    the checkout this code runs from (the dev cluster's jobs import the same code)."""
 
     def value(match: re.Match) -> str:
-        return os.environ.get(match.group(1)) or (match.group(3) or "")
+        known = {"SABER_PROJECT": str(PROJECT_ROOT)}
+        name = match.group(1)
+        return os.environ.get(name) or known.get(name) or (match.group(3) or "")
 
     return re.sub(r"\$\{(\w+)(:-([^}]*))?\}", value, text)
 
@@ -181,6 +216,7 @@ def load_cluster_profile(name: str) -> dict[str, Any]:
 
 # BuildConfig.slurm field -> SlurmDispatch field
 BUILD_OVERRIDES = {
+    "mode": "mode",
     "shard_size": "shard_size",
     "max_retries": "max_retries",
     "partition": "partition",

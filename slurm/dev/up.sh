@@ -208,6 +208,8 @@ UsePAM no
 StrictModes no
 MaxSessions 64
 MaxStartups 64:30:128
+# every "Accepted publickey" is logged: count SSH connections in log/sshd.log
+LogLevel VERBOSE
 SetEnv SLURM_CONF=$SLURM_CONF
 Subsystem sftp /usr/lib/openssh/sftp-server
 CONF

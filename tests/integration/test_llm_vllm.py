@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 import types
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -259,3 +261,75 @@ def test_failing_prompt_is_isolated_in_its_batch(fake_vllm):
     assert [r.text for r in results] == ["ans:a", "", "ans:c"]
     assert results[0].error is None and results[2].error is None
     assert "max_model_len" in results[1].error
+
+
+def test_a_round_goes_to_vllm_in_prefix_order_one_chat_per_sampling_group(fake_vllm):
+    """A judge round's requests, queries interleaved as a call can deliver them, reach
+    ``LLM.chat`` grouped by shared prefix (query first) in one batch; results keep the callers'
+    order."""
+    rounds = [("q2", "a", "b"), ("q1", "c", "d"), ("q2", "e", "f"), ("q1", "a", "c")]
+    pairs = rounds + [(q, b, a) for q, a, b in rounds]  # both orders
+    requests = [
+        _req(f"query {q} | 1: {a} | 2: {b}", choices=("1", "2"), logprobs=True) for q, a, b in pairs
+    ]
+    results = VLLMBackend(model="org/m").generate(requests)
+    assert len(fake_vllm.chats) == 1
+    sent = [c[-1]["content"] for c in fake_vllm.chats[0]["messages"]]
+    assert sent == sorted(sent)  # prefix order
+    assert [s.split(" |")[0] for s in sent] == ["query q1"] * 4 + ["query q2"] * 4
+    assert [r.text for r in results] == [f"ans:{r.messages[-1].content}" for r in requests]
+
+
+@pytest.mark.gpu
+def test_tiny_batch_on_real_vllm_through_the_llm_server(tmp_path):
+    """Real vLLM (GPU extra, a CUDA GPU and a small chat model in the local Hugging Face cache:
+    ``SABER_VLLM_TEST_MODEL``, default Qwen/Qwen2.5-0.5B-Instruct): the LLM server loads it once
+    and answers a shard of judge choices and a free generation."""
+    pytest.importorskip("vllm")
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    model = os.environ.get("SABER_VLLM_TEST_MODEL", "Qwen/Qwen2.5-0.5B-Instruct")
+    if not Path(model).exists():
+        from huggingface_hub import try_to_load_from_cache
+
+        if not isinstance(try_to_load_from_cache(model, "config.json"), str):
+            pytest.skip(f"{model} is not in the local Hugging Face cache")
+    import json
+
+    import pyarrow.parquet as pq
+
+    from saber_resources.slurm_payload import (
+        RESULTS,
+        backend_spec,
+        payload_version,
+        requests_to_table,
+        table_to_results,
+    )
+    from saber_resources.slurm_server import LLMServer
+
+    backend = VLLMBackend(model=model, max_model_len=2048, gpu_memory_utilization=0.5)
+    question = "Query: solve x+{}=3. Which candidate helps more, 1 or 2?"
+    requests = [
+        _req(question.format(i), choices=("1", "2"), logprobs=True, max_tokens=1) for i in range(4)
+    ]
+    requests.append(_req("Summarize in five words: induction works for all n.", max_tokens=16))
+    alloc, shards = tmp_path / "alloc", tmp_path / "shards"
+    (alloc / "inbox").mkdir(parents=True)
+    (shards / "k").mkdir(parents=True)
+    spec, config = backend_spec(backend)
+    server_json = {"backend_spec": spec, "backend_config": config, "idle_timeout": 0.5}
+    (alloc / "server.json").write_text(
+        json.dumps({**server_json, "payload_version": payload_version()})
+    )
+    pq.write_table(requests_to_table(requests), shards / "k" / "requests.parquet")
+    (alloc / "inbox" / "0-000001-k").touch()
+    server = LLMServer(alloc, shards, print)
+    assert server.serve() == "idle"
+    results = table_to_results(pq.read_table(shards / "k" / RESULTS))
+    assert all(r.error is None for r in results)
+    assert all(r.text.strip() in ("1", "2") for r in results[:4])
+    assert all(r.choice_logprobs for r in results[:4])
+    assert results[4].text.strip() and results[4].completion_tokens <= 16
+    status = json.loads(next((alloc / "jobs").glob("*.json")).read_text())
+    assert status["model_loads"] == 1 and status["identity"]["backend"] == "vllm"

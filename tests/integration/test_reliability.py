@@ -270,3 +270,51 @@ def test_api_key_appears_in_no_table_log_or_export(tmp_path, monkeypatch):
                     assert secret.encode() not in path.read_bytes(), path
     finally:
         server.shutdown()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_saber_build_stops_within_seconds_on_a_signal(tmp_path, signum):
+    """``saber build`` runs the build in a supervised child: a signal mid-build ends it within
+    seconds (exit 128 + signal), kills the child (the SABER home's build lock is free at once)
+    and says how to resume."""
+    env = {**os.environ, "SABER_HOME": str(tmp_path), "SABER_PROFILE": "tiny"}
+    env.pop("DAGSTER_HOME", None)
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).with_name("saber")), "build"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 300
+    while not any("STEP_START" in line for line in lines) and time.monotonic() < deadline:
+        assert proc.poll() is None, "".join(lines)[-3000:]
+        time.sleep(0.2)
+    assert any("STEP_START" in line for line in lines), "the build never started a step"
+    sent = time.monotonic()
+    proc.send_signal(signum)
+    code = proc.wait(timeout=30)
+    elapsed = time.monotonic() - sent
+    reader.join(timeout=10)
+    assert code == 128 + signum, "".join(lines)[-3000:]
+    assert elapsed < 10, f"stopped after {elapsed:.1f}s"
+    text = "".join(lines)
+    assert f"saber build: {signal.Signals(signum).name}: stopping run" in text
+    assert "run `saber build` again to resume" in text
+    with build_lock(tmp_path):  # the worker is gone: nothing holds the lock
+        pass
+
+
+def test_supervised_worker_runs_the_supervisors_checkout(monkeypatch):
+    from saber_cli.supervise import PROJECT_ROOT, worker_command, worker_env
+
+    root = str(Path(__file__).resolve().parents[2])
+    assert str(PROJECT_ROOT) == root
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["/elsewhere", root]))
+    assert worker_env()["PYTHONPATH"].split(os.pathsep) == [root, "/elsewhere"]
+    assert worker_command("tiny", "r1")[1:] == [
+        "-m", "saber_cli.main", "build", "--worker", "--run-id", "r1", "--profile", "tiny",
+    ]  # fmt: skip

@@ -1,4 +1,5 @@
-"""LLM shards on the real dev SLURM cluster (`make slurm-up`) through dagster-slurm.
+"""LLM shards on the real dev SLURM cluster (`make slurm-up`) through dagster-slurm, one job per
+shard (``mode: per_shard``; the default allocation mode: ``test_slurm_allocation.py``).
 
 Skipped with the reason when the cluster is not up (no ``sinfo``, sshd port closed, node not
 idle); ``SABER_REQUIRE_SLURM=1`` (set by ``.ci/run``) turns that skip into a failure. Each test
@@ -73,6 +74,11 @@ def _slurm_conf() -> str:
 @pytest.fixture(scope="module")
 def dev_profile() -> dict:
     """The dev cluster's settings; skips (or fails under SABER_REQUIRE_SLURM) when it is down."""
+    return usable_dev_profile()
+
+
+def usable_dev_profile() -> dict:
+    """The dev cluster's settings; skips (or fails under SABER_REQUIRE_SLURM) when it is down."""
     settings = load_cluster_profile("dev")
     problem = _cluster_problem(settings)
     if problem:
@@ -92,16 +98,21 @@ def workspace(dev_profile) -> Iterator[str]:
 
 
 def _settings(profile: dict, remote_base: str, **overrides) -> SlurmDispatch:
-    values = {**profile, "remote_base": remote_base, "poll_timeout": JOB_TIMEOUT_S, **overrides}
-    return SlurmDispatch(**values)
+    values = {**profile, "remote_base": remote_base, "poll_timeout": JOB_TIMEOUT_S}
+    return SlurmDispatch(**{**values, "mode": "per_shard", **overrides})
 
 
 def _judge_requests() -> list[LLMRequest]:
     """Three pairs in both orders: six constrained-choice judge requests (fixed texts)."""
+    return judge_requests_for([(0, 3, 1), (1, 2, 0), (2, 1, 3)])
+
+
+def judge_requests_for(triples: list[tuple[int, int, int]]) -> list[LLMRequest]:
+    """Judge requests for (query, first, second) indices into PROBLEMS, in both orders (all
+    forward pairs, then all swapped ones)."""
     prompt = load_prompt("judge")
-    triples = [(PROBLEMS[0], PROBLEMS[3], PROBLEMS[1]), (PROBLEMS[1], PROBLEMS[2], PROBLEMS[0])]
-    triples.append((PROBLEMS[2], PROBLEMS[1], PROBLEMS[3]))
-    pairs = [*triples, *[(q, b, a) for q, a, b in triples]]
+    texts = [(PROBLEMS[q], PROBLEMS[a], PROBLEMS[b]) for q, a, b in triples]
+    pairs = [*texts, *[(q, b, a) for q, a, b in texts]]
     return [
         LLMRequest(
             messages=prompt.render(query=q, candidate_1=a, candidate_2=b),

@@ -229,6 +229,36 @@ def test_cluster_profiles_load_and_build_overrides(monkeypatch):
         slurm_dispatch_from_build(load_build_config("tiny", slurm_profile="nope"))
 
 
+def test_slurm_mode_and_orphan_interval_from_profile_env_and_build(monkeypatch):
+    """``slurm_mode`` (flat name, ``SABER_SLURM_MODE``) picks the mode over the cluster
+    profile's (allocation by default); ``slurm_orphan_poll_seconds`` sets the sensor's interval."""
+    assert SlurmDispatch().mode == "allocation"
+    assert load_cluster_profile("dev")["mode"] == "allocation"
+    assert slurm_dispatch_from_build(load_build_config("dev-slurm")).mode == "allocation"
+    monkeypatch.setenv("SABER_SLURM_MODE", "per_shard")
+    build = load_build_config("dev-slurm")
+    assert build.slurm.mode == "per_shard"
+    assert slurm_dispatch_from_build(build).mode == "per_shard"
+    monkeypatch.setenv("SABER_SLURM_MODE", "per_job")
+    with pytest.raises(ValueError, match="mode"):
+        load_build_config("dev-slurm")
+    monkeypatch.delenv("SABER_SLURM_MODE")
+    build = load_build_config("dev-slurm", slurm_orphan_poll_seconds=900)
+    sensors = {s.name: s for s in build_sensors(build, slurm_dispatch_from_build(build))}
+    assert sensors["saber_slurm_orphan_sensor"].minimum_interval_seconds == 900
+    default = load_build_config("dev-slurm")
+    sensors = {s.name: s for s in build_sensors(default, slurm_dispatch_from_build(default))}
+    assert sensors["saber_slurm_orphan_sensor"].minimum_interval_seconds == 120
+
+
+def test_dev_profile_jobs_import_this_checkout():
+    """The dev cluster's jobs run the code of the checkout that submits them (worktrees too):
+    ``${SABER_PROJECT}`` is this project's root."""
+    project = Path(__file__).resolve().parents[2]
+    assert load_cluster_profile("dev")["payload_env"]["PYTHONPATH"] == str(project)
+    assert expand_env("${SABER_PROJECT}/x") == f"{project}/x"
+
+
 def _touch(path: Path, text: str, mtime: float) -> None:
     path.write_text(text)
     os.utime(path, (mtime, mtime))
