@@ -6,8 +6,11 @@ cache folder so that later loads take seconds instead of a minute. The model is 
 model without a chat template: messages are joined as plain text. Requests with ``choices`` are
 answered by one forward pass: the prompt plus ``answer_cue`` is scored and the next-token
 log-probabilities of each choice's first token are returned (constrained choice); the answer
-text is the best choice as ``\\boxed{k}``. Other requests are greedy (temperature 0) or seeded
-sampled generations. Good for exercising the real code path; not a judge anyone should trust.
+text is the best choice as ``\\boxed{k}``. Only the last position goes through the LM head
+(``logits_to_keep=1``): over a 262K vocabulary, logits for every prompt position would cost more
+than the rest of the forward pass and gigabytes of memory. Other requests are greedy
+(temperature 0) or seeded sampled generations. Good for exercising the real code path; not a
+judge anyone should trust.
 """
 
 from __future__ import annotations
@@ -119,7 +122,7 @@ class EmbeddedBackend(LLMBackend):
         texts = [render_plain(r.messages) + self.answer_cue for r in requests]
         encoded = self._encode(texts)
         with torch.no_grad():
-            logits = model(**encoded).logits[:, -1, :].float()
+            logits = model(**encoded, logits_to_keep=1, use_cache=False).logits[:, -1, :].float()
         logprobs = torch.log_softmax(logits, dim=-1)
         out = []
         for row, request in enumerate(requests):

@@ -3,10 +3,11 @@
 import math
 
 import pytest
+import torch
 
 from saber_core.parsing import clean_summary, parse_judge_answer, parse_topics, render_shortlist
 from saber_resources.llm.base import LLMRequest
-from saber_resources.llm.embedded import EmbeddedBackend
+from saber_resources.llm.embedded import EmbeddedBackend, render_plain
 from saber_resources.prompts import load_prompt
 
 QUERY = "Find all primes p such that p^2 + 2 is also prime."
@@ -65,3 +66,37 @@ def test_summary_and_topics_generation_parse(backend):
     # greedy decoding is deterministic
     again = backend.generate(requests[:1])
     assert again[0].text == results[0].text
+
+
+def test_choice_scoring_projects_only_the_last_position(backend, monkeypatch):
+    """Only the last position reaches the LM head, and the log-probs equal full logits' exactly."""
+    tokenizer, model = backend._load()
+    prompt = load_prompt("judge")
+    requests = [
+        LLMRequest(prompt.render(query=QUERY, candidate_1=a, candidate_2=b), prompt.label,
+                   prompt.hash, f"last{i}", max_tokens=1, choices=("1", "2"), logprobs=True)
+        for i, (a, b) in enumerate([(NEAR, FAR), (SOLUTION, QUERY)])
+    ]  # fmt: skip
+    encoded = backend._encode([render_plain(r.messages) + backend.answer_cue for r in requests])
+    assert encoded["attention_mask"].sum(dim=1).unique().numel() == 2  # one row is left-padded
+    with torch.no_grad():
+        full = model(**encoded).logits
+    assert full.shape[1] > 1
+    reference = torch.log_softmax(full[:, -1, :].float(), dim=-1)
+
+    shapes = []
+    forward = model.forward
+
+    def recording_forward(*args, **kwargs):
+        output = forward(*args, **kwargs)
+        shapes.append(tuple(output.logits.shape))
+        return output
+
+    monkeypatch.setattr(model, "forward", recording_forward)
+    results = backend.generate(requests)
+    assert shapes == [(2, 1, model.config.vocab_size)]
+    for row, result in enumerate(results):
+        assert result.choice_logprobs == {
+            c: float(reference[row, tokenizer.encode(c, add_special_tokens=False)[0]])
+            for c in ("1", "2")
+        }
