@@ -4,10 +4,16 @@ import math
 
 import pytest
 import torch
+import transformers.generation.utils
 
 from saber_core.parsing import clean_summary, parse_judge_answer, parse_topics, render_shortlist
 from saber_resources.llm.base import LLMRequest
-from saber_resources.llm.embedded import EmbeddedBackend, render_plain
+from saber_resources.llm.embedded import (
+    STOP_STRINGS,
+    EmbeddedBackend,
+    render_plain,
+    stopping_criteria,
+)
 from saber_resources.prompts import load_prompt
 
 QUERY = "Find all primes p such that p^2 + 2 is also prime."
@@ -100,3 +106,34 @@ def test_choice_scoring_projects_only_the_last_position(backend, monkeypatch):
             c: float(reference[row, tokenizer.encode(c, add_special_tokens=False)[0]])
             for c in ("1", "2")
         }
+
+
+def test_generation_reuses_the_stop_criterion_with_the_same_text(backend, monkeypatch):
+    """Same greedy text as ``generate(stop_strings=...)``; the criterion is not rebuilt per call."""
+    tokenizer, model = backend._load()
+    summary = load_prompt("summary")
+    request = LLMRequest(summary.render(problem=QUERY, solution=SOLUTION), summary.label,
+                         summary.hash, "stop", max_tokens=24)  # fmt: skip
+    encoded = backend._encode([render_plain(request.messages)])
+    with torch.no_grad():
+        output = model.generate(
+            **encoded,
+            max_new_tokens=24,
+            do_sample=False,
+            temperature=None,
+            top_p=None,
+            top_k=None,
+            pad_token_id=tokenizer.pad_token_id,
+            stop_strings=list(STOP_STRINGS),
+            tokenizer=tokenizer,
+        )
+    expected = tokenizer.decode(
+        output[0, encoded["input_ids"].shape[1] :], skip_special_tokens=True
+    )
+    stopping_criteria(backend._cache_dir())  # built once (if no earlier test did), before the patch
+
+    def rebuilt(*args, **kwargs):
+        raise AssertionError("generate built a StopStringCriteria for this call")
+
+    monkeypatch.setattr(transformers.generation.utils, "StopStringCriteria", rebuilt)
+    assert backend.generate([request])[0].text == expected
