@@ -177,6 +177,9 @@ class AllPairsSettings(dg.Config):
     units: int = 0  # row ranges per pass, each committed when done (0: ~250M pairs each)
     shards: int = 4  # SLURM CPU jobs per pass under execution: slurm
     shard_cpus: int = 2  # CPUs (threads) of each shard job
+    shard_partition: str = ""  # SLURM partition of the shard jobs ("": the SLURM profile's)
+    shard_mem: str = ""  # --mem of each shard job ("": the SLURM profile's)
+    shard_time: str = ""  # --time of each shard job ("": the SLURM profile's time_limit)
     checkpoint_seconds: float = 60.0  # each thread saves its finished units at most this often
 
 

@@ -15,10 +15,12 @@ import shutil
 import threading
 import time
 import uuid
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
 
+from saber_core.sabermath.pair_kernel import PairArrays
 from saber_core.sabermath.passes import Band, PassTotals
 
 COMPLETE = "complete.npz"
@@ -85,11 +87,14 @@ class PassFolder:
         """An ``after_unit`` callback saving each thread's totals to its own partial."""
         return PartialWriter(self.path, interval)
 
-    def finish(self, totals: PassTotals) -> None:
-        """Save the complete totals, drop the partials and the other passes of the label."""
+    def finish(self, totals: PassTotals, prune: bool = True) -> None:
+        """Save the complete totals, drop the partials and (``prune``) the other passes of the
+        label."""
         save_totals(totals, self.complete_path)
         for path in self.path.glob("partial-*.npz"):
             path.unlink(missing_ok=True)
+        if not prune:
+            return
         for other in self.root.glob(f"{self.label}-*"):
             if other != self.path and other.is_dir():
                 shutil.rmtree(other, ignore_errors=True)
@@ -113,3 +118,21 @@ class PartialWriter:
             save_totals(totals, path)
             last = now
         self._files[id(totals)] = (path, last)
+
+
+def save_arrays(arrays: PairArrays, path: Path) -> None:
+    """Write the kernel arrays (and flags) of a pass to ``path`` atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npz")
+    np.savez(partial, **{f.name: np.asarray(getattr(arrays, f.name)) for f in fields(arrays)})
+    os.replace(partial, path)
+
+
+def load_arrays(path: Path) -> PairArrays:
+    """The kernel arrays saved at ``path``."""
+    with np.load(path) as saved:
+        values = {
+            f.name: bool(saved[f.name]) if f.type == "bool" else saved[f.name]
+            for f in fields(PairArrays)
+        }
+    return PairArrays(**values)

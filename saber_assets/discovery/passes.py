@@ -13,6 +13,7 @@ import dagster as dg
 import numpy as np
 
 from saber_core.sabermath.allpairs import PairScorer
+from saber_core.sabermath.pair_kernel import PairArrays
 from saber_core.sabermath.passes import (
     Band,
     PassTotals,
@@ -26,6 +27,9 @@ from saber_core.sabermath.passes import (
 )
 from saber_resources.config import BuildConfig
 from saber_resources.pass_checkpoint import PassFolder
+from saber_resources.slurm import slurm_dispatch_from_build
+from saber_resources.slurm.allpairs_jobs import AllPairsJobs, ShardJobSettings, sharded_pass
+from saber_runtime.code_version import code_version
 
 PAIRS_PER_UNIT = 100_000_000  # a few seconds of one core: the resume granularity
 
@@ -66,9 +70,33 @@ def peak_rss_mb() -> int:
 
 
 def pass_folder(build: BuildConfig, scorer: PairScorer, band: Band, label: str) -> PassFolder:
-    """The folder of the pass of ``scorer``'s documents under ``band``."""
+    """The folder of the pass of ``scorer``'s documents under ``band`` (named by the arrays,
+    units, band and the kernel's code: a changed kernel never reuses old totals)."""
     units = row_units(scorer.n_docs, unit_count(build, scorer.n_docs))
-    return PassFolder(build.artifacts_dir / "allpairs", label, pass_key(scorer.arrays, units, band))
+    key = pass_key(scorer.arrays, units, band, code_version("saber_core.sabermath.passes"))
+    return PassFolder(build.artifacts_dir / "allpairs", label, key)
+
+
+def slurm_shards(
+    context: dg.AssetExecutionContext,
+    build: BuildConfig,
+    arrays: PairArrays,
+    units: list[tuple[int, int]],
+    band: Band,
+    folder: PassFolder,
+    todo: list[int],
+) -> dict:
+    """Run the units ``todo`` as SLURM shard jobs (:mod:`saber_resources.slurm.allpairs_jobs`);
+    their totals land in ``folder`` as partials. Returns the figures."""
+    settings = slurm_dispatch_from_build(build)
+    a = build.allpairs
+    job = ShardJobSettings(a.shard_cpus, a.shard_partition, a.shard_mem, a.shard_time)
+    work = sharded_pass(settings, units, band, todo, a.shards, folder.path.name)
+    context.log.info(
+        f"all-pairs: {len(todo)} units as {len(work.shards)} SLURM shards in {work.remote}"
+    )
+    runner = AllPairsJobs(settings, job, context.run.run_id, context.log.info)
+    return runner.run(arrays, work, folder.path)
 
 
 def all_pairs_pass(
@@ -93,6 +121,10 @@ def all_pairs_pass(
     resumed = len(totals.units_done)
     if resumed:
         context.log.info(f"{label}: resuming, {resumed}/{len(units)} units done")
+    todo = [u for u in range(len(units)) if u not in totals.units_done]
+    if build.execution == "slurm" and todo:
+        figures["slurm"] = slurm_shards(context, build, arrays, units, band, folder, todo)
+        totals = folder.resumed(arrays.n_docs, band)
     totals.add(
         run_pass(
             arrays,

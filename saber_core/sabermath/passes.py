@@ -128,9 +128,12 @@ class PassTotals:
         self.units_done |= other.units_done
 
 
-def pass_key(arrays: pair_kernel.PairArrays, units: Sequence[tuple[int, int]], band: Band) -> str:
-    """What a pass's totals depend on: the arrays, the units and the band (hex)."""
-    text = f"{arrays.digest()}|{list(units)}|{band.as_tuple()}"
+def pass_key(
+    arrays: pair_kernel.PairArrays, units: Sequence[tuple[int, int]], band: Band, code: str = ""
+) -> str:
+    """What a pass's totals depend on: the arrays, the units, the band and (``code``) the
+    version of the code that computes them (hex)."""
+    text = f"{arrays.digest()}|{list(units)}|{band.as_tuple()}|{code}"
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 

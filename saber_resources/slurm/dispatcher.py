@@ -35,7 +35,6 @@ import json
 import re
 import shlex
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
@@ -51,6 +50,7 @@ from dagster_slurm.helpers.ssh_pool import SSHConnectionPool
 from saber_resources.llm.base import LLMBackend, LLMRequest, LLMResult
 from saber_resources.slurm.adapter import step_run_dir
 from saber_resources.slurm.settings import SlurmDispatch
+from saber_resources.slurm.transfer import get_file, put_file
 from saber_resources.slurm_payload import (
     REQUESTS,
     RESULTS,
@@ -180,35 +180,10 @@ class ShardDispatch:
 
     # -- transfer ----------------------------------------------------------------------------
     def _put(self, pool: SSHConnectionPool, local: Path, remote: str) -> None:
-        if self.settings.transfer == "shared":
-            Path(remote).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(local, remote)
-        else:
-            pool.upload_file(str(local), remote)
+        put_file(self.settings, pool, local, remote)
 
     def _get(self, pool: SSHConnectionPool, remote: str, local: Path) -> None:
-        if self.settings.transfer == "shared":
-            shutil.copyfile(remote, local)
-            return
-        mux = (
-            self.ssh.get_multiplexing_opts(create=False, control_path=pool.control_path)
-            if pool.multiplexing_active
-            else []
-        )
-        cmd = [
-            "scp",
-            *self.ssh.get_common_ssh_opts(),
-            "-P",
-            str(self.ssh.port),
-            *mux,
-            *self.ssh.get_key_auth_opts(),
-            *self.ssh.get_proxy_command_opts(),
-            f"{self.ssh.user}@{self.ssh.host}:{remote}",
-            str(local),
-        ]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        if done.returncode != 0:
-            raise RuntimeError(f"scp {remote} failed: {done.stderr.strip()}")
+        get_file(self.settings, pool, remote, local)
 
     # -- reporting ---------------------------------------------------------------------------
     def _shard_line(self, record: ShardRecord) -> str:

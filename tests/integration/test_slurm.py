@@ -217,17 +217,27 @@ def test_slurm_judgments_equal_in_process(judged):
     records = probe.dispatcher.records
     assert [r.n_requests for r in records] == [3, 3]
     job_ids = [j for r in records for j in r.job_ids]
-    assert len(set(job_ids)) == 2
-    assert {r.extra["slurm_job_id"] for r in probe.results} == set(job_ids)
+    # One job per shard; a job the cluster lost (seen once in CI under load) is retried for its
+    # shard alone, which the retry tests below check on purpose: the answering jobs are those
+    # of each shard's last attempt.
+    retried = [a for r in records for a in r.attempts[:-1]]
+    for attempt in retried:
+        print(f"[retried] job {attempt.job_id} {attempt.state}: {attempt.error}")
+        print(attempt.log_tail)
+    assert all(r.attempts[-1].error is None for r in records)
+    assert len(set(job_ids)) == 2 + len(retried)
+    answering = {r.attempts[-1].job_id for r in records}
+    assert {r.extra["slurm_job_id"] for r in probe.results} == answering
     assert {r.extra["slurm_node"] for r in probe.results} == {"localhost"}
     assert {r.extra["gpu"] for r in probe.results} == {"gres:fake"}
     assert all(r.extra["shard_elapsed_s"] > 0 for r in probe.results)
     accounting = _jobs_under(probe.settings.remote_base)
-    assert accounting == dict.fromkeys(job_ids, "COMPLETED"), accounting
+    assert {j: accounting.get(j) for j in answering} == dict.fromkeys(answering, "COMPLETED")
+    assert set(accounting) == set(job_ids), accounting
     (materialization,) = result.asset_materializations_for_node("slurm_probe")
     metadata = materialization.metadata
     assert metadata["slurm_job_ids"].data == job_ids
-    assert metadata["slurm_n_jobs"].value == 2
+    assert metadata["slurm_n_jobs"].value == len(job_ids)
     assert metadata["slurm_requests_per_s"].value > 0
     assert metadata["slurm_tokens_per_s"].value > 0
     assert "req/s" in metadata["slurm_shards"].md_str
