@@ -57,7 +57,7 @@ class AdaptiveRule:
     k: int = 10
     stop_ndcg: float = 0.9
     draws: int = 200
-    min_weight: float = 0.005
+    min_weight: float = 0.02
 
     def provenance(self) -> dict[str, object]:
         """The settings as a fingerprint mapping."""

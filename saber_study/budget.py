@@ -8,10 +8,10 @@ answers with ``σ(sharpness · perception)``. Orders (:mod:`saber_core.presentat
 code): ``pool_order`` shows the smaller id first, ``seeded_random`` shows the pair swapped where
 :func:`saber_core.presentation.presentation_flips` says so, ``both_orders`` asks both and
 averages ``½ (p_ab + 1 − p_ba)`` (two calls). Tournaments are played by
-:func:`saber_core.pairing.run_pairing` (the build's ``plan_round``) for ``max_rounds`` rounds;
-the curve's points are the first ``R`` rounds of each run (a prefix of a run is exactly the run
-with ``R`` rounds: pairing depends only on earlier rounds), the adaptive run's last point is
-where every query has stopped or the rounds ran out.
+:func:`saber_core.pairing.run_pairing` (the build's ``plan_round``) for ``n_rounds`` rounds;
+the curve's points (``curve_points``) are the first ``R`` rounds of each run (a prefix of a run
+is exactly the run with ``R`` rounds: pairing depends only on earlier rounds), the adaptive run's
+last point is where every query has stopped or the rounds ran out.
 
 At each point: Bradley–Terry (hard outcomes, L2 ``C``) → ratings (min–max to [0, 5]), and the
 leaderboard of ``len(retriever_noise)`` simulated retrievers of graded quality (retriever ``r``
@@ -24,12 +24,11 @@ Also the share of "first" answers and the group bias of the ratings vs the round
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import expit
 
-from saber_core.adaptive import DEFAULT_RULE, AdaptiveRule
+from saber_core.adaptive import AdaptiveRule
 from saber_core.bradley_terry import fit_bradley_terry, rescale_ratings
 from saber_core.comparisons import Comparisons, hard_outcomes
 from saber_core.leaderboard_stability import leaderboard, leaderboard_stability
@@ -42,20 +41,20 @@ from saber_core.presentation import (
     presentation_flips,
 )
 from saber_core.tournament import round_robin_pairs
-from saber_study.simulation import SimulatedJudge
+from saber_study.simulation import SimulatedJudge, StudyConfig, simulate_judge
 
 BUDGET_PAIRINGS = ("swiss", "information", "adaptive")
 RETRIEVER_STREAM = 4
 
 
-@dataclass(frozen=True)
-class BudgetConfig:
-    """The budget-curve settings (written into the study's JSON)."""
-
-    max_rounds: int = 20
-    points: tuple[int, ...] = (4, 6, 8, 10, 12, 15, 20)
-    retriever_noise: tuple[float, ...] = (0.5, 0.7, 0.9, 1.1, 1.3, 1.6, 2.0, 2.5, 3.0, 4.0)
-    rule: AdaptiveRule = DEFAULT_RULE
+def adaptive_rule(cfg: StudyConfig) -> AdaptiveRule:
+    """The study's adaptive settings as the build's :class:`AdaptiveRule`."""
+    return AdaptiveRule(
+        warmup=cfg.adaptive_warmup,
+        stop_ndcg=cfg.adaptive_stop_ndcg,
+        draws=cfg.adaptive_draws,
+        min_weight=cfg.adaptive_min_weight,
+    )
 
 
 def shown_perception(judge: SimulatedJudge, q: np.ndarray, f: np.ndarray, g: np.ndarray):
@@ -154,23 +153,32 @@ def stopped_round(result: AdaptiveResult) -> int:
     return int(np.argmax(done)) if done.any() else result.status.shape[0]
 
 
-def budget_curves(
-    judge: SimulatedJudge, budget: BudgetConfig, seed: int, C: float, log=None
-) -> dict:
-    """Every pairing × presentation order: its curve, stop reasons and position-bias share."""
-    nq, n = judge.strengths.shape
-    scores = retriever_scores(judge.strengths, budget.retriever_noise, seed)
-    reference = round_robin_ratings(judge, C)
+def budget_curves(cfg: StudyConfig, log: Callable[[str], None] | None = None) -> dict:
+    """Every pairing × presentation order at the main judge noise with position bias
+    ``curve_position_bias``: its curve, stop reasons, position-bias share; and the targets."""
+    nq, n = cfg.n_queries, cfg.n_players
+    judge = simulate_judge(
+        nq,
+        n,
+        cfg.strength_sd,
+        cfg.judge_noise,
+        cfg.curve_position_bias,
+        cfg.soft_sharpness,
+        cfg.seed,
+    )
+    scores = retriever_scores(judge.strengths, cfg.retriever_noise, cfg.seed)
+    reference = round_robin_ratings(judge, cfg.C)
     truth_board = leaderboard_stability(scores, rescale_ratings(judge.strengths), reference)
+    rule = adaptive_rule(cfg)
     rows = []
     for presentation in PRESENTATIONS:
         for pairing in BUDGET_PAIRINGS:
             answers: list[np.ndarray] = []
-            play = presented_judge(judge, presentation, seed, answers)
+            play = presented_judge(judge, presentation, cfg.seed, answers)
             result = run_pairing(
-                nq, n, budget.max_rounds, play, seed=seed, strategy=pairing, C=C, rule=budget.rule
+                nq, n, cfg.n_rounds, play, seed=cfg.seed, strategy=pairing, C=cfg.C, rule=rule
             )
-            points = [p for p in budget.points if p <= budget.max_rounds]
+            points = [p for p in cfg.curve_points if p <= cfg.n_rounds]
             if pairing == "adaptive":
                 points = sorted({*points, stopped_round(result)} - {0})
             final = result.status[-1]
@@ -182,19 +190,39 @@ def budget_curves(
                     "stop_reasons": {
                         s: int((final == s).sum()) for s in ("stable", "exhausted", "playing")
                     },
-                    "curve": curve(result, presentation, points, scores, reference, C),
+                    "curve": curve(result, presentation, points, scores, reference, cfg.C),
                 }
             )
             if log:
                 log(f"budget curve {pairing} / {presentation}: done")
+    swiss_calls = cfg.n_rounds * (n // 2)
     return {
-        "retriever_noise": list(budget.retriever_noise),
+        "position_bias": cfg.curve_position_bias,
+        "retriever_noise": list(cfg.retriever_noise),
         "reference": "round robin, both orders, hard outcomes",
         "round_robin_leaderboard": leaderboard(scores, reference).tolist(),
         "true_strength_labels_vs_round_robin": {
             "leaderboard_tau": truth_board.tau,
             "mean_abs_delta_ndcg": truth_board.mean_abs_error,
         },
-        "swiss_budget_calls": budget.max_rounds * (n // 2),
+        "swiss_budget_calls": swiss_calls,
         "rows": rows,
+        "targets": budget_targets(rows, cfg, swiss_calls),
     }
+
+
+def budget_targets(rows: list[dict], cfg: StudyConfig, swiss_calls: int) -> dict:
+    """Per pairing × order: the fewest calls per query at which the leaderboard τ target is met,
+    and at which both targets are met; whether that is ≤ 50% of Swiss-R's calls."""
+    out = {}
+    for row in rows:
+        tau_ok = [c for c in row["curve"] if c["leaderboard_tau"] >= cfg.leaderboard_tau_target]
+        both = [c for c in tau_ok if c["mean_abs_delta_ndcg"] <= cfg.ndcg_error_target]
+        first_tau = min((c["calls_per_query"] for c in tau_ok), default=None)
+        first_both = min((c["calls_per_query"] for c in both), default=None)
+        out[f"{row['pairing']}/{row['presentation']}"] = {
+            "calls_for_tau": first_tau,
+            "calls_for_both": first_both,
+            "both_within_half_swiss": first_both is not None and first_both <= swiss_calls / 2,
+        }
+    return out

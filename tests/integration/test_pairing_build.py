@@ -25,6 +25,23 @@ def information_build(tmp_path_factory):
     return build, DuckDBStore(database=str(build.database_path)), result
 
 
+@pytest.fixture(scope="module")
+def adaptive_build(tmp_path_factory):
+    """The top-focused adaptive tournament with the seeded random presentation order."""
+    home = tmp_path_factory.mktemp("saber_adaptive")
+    build = load_build_config(
+        "tiny",
+        home=str(home),
+        pairing="adaptive",
+        presentation="seeded_random",
+        rounds=6,
+        adaptive_warmup=2,
+        recipe_queries=3,
+    )
+    result = run_build(build, dagster_instance=dg.DagsterInstance.ephemeral())
+    return build, DuckDBStore(database=str(build.database_path)), result
+
+
 def replay(build, store):
     """Play ``run_pairing`` with a judge that answers from the build's judgments table (a pair
     the build never judged raises KeyError, so any divergence in pairing fails loudly)."""
@@ -32,8 +49,8 @@ def replay(build, store):
     nq, n = docs.shape
     table = store.read_table("judgments")
     index = {q: i for i, q in enumerate(query_ids)}
-    verdicts = {
-        (index[q], a, b): p
+    verdicts = {  # keyed smaller position first (a pair may have been shown swapped)
+        (index[q], min(a, b), max(a, b)): p if p is None or a < b else 1.0 - p
         for q, a, b, p in table.select("query_id", "pos_a", "pos_b", "p_a").rows()
     }
 
@@ -53,6 +70,7 @@ def replay(build, store):
         strategy=build.tournament.pairing,
         soft=build.tournament.bt_soft,
         C=build.tournament.bt_c,
+        rule=build.tournament.adaptive_rule(),
     )
     return query_ids, res
 
@@ -64,17 +82,25 @@ def built_pairs(build, store, query_ids, shape):
         for q, slot, a, b in (
             store.read_table(round_name(r)).select("query_id", "slot", "pos_a", "pos_b").rows()
         ):
-            pairs[r - 1, index[q], slot] = a, b
+            pairs[r - 1, index[q], slot] = min(a, b), max(a, b)
     return pairs
 
 
-@pytest.mark.parametrize("which", ["swiss_hard", "information_soft"])
-def test_round_assets_pair_like_the_core_strategy(which, tiny_build, information_build):
-    build, store, result = tiny_build if which == "swiss_hard" else information_build
+@pytest.mark.parametrize("which", ["swiss_hard", "information_soft", "adaptive_random"])
+def test_round_assets_pair_like_the_core_strategy(
+    which, tiny_build, information_build, adaptive_build
+):
+    build, store, result = {
+        "swiss_hard": tiny_build,
+        "information_soft": information_build,
+        "adaptive_random": adaptive_build,
+    }[which]
     assert result.success
-    assert (build.tournament.pairing, build.tournament.bt_soft) == (
-        ("swiss", False) if which == "swiss_hard" else ("information", True)
-    )
+    assert (build.tournament.pairing, build.tournament.bt_soft) == {
+        "swiss_hard": ("swiss", False),
+        "information_soft": ("information", True),
+        "adaptive_random": ("adaptive", False),
+    }[which]
     query_ids, res = replay(build, store)
     np.testing.assert_array_equal(built_pairs(build, store, query_ids, res.pairs.shape), res.pairs)
     ratings = store.read_table("bt_ratings").sort("query_id", "position")
@@ -102,3 +128,33 @@ def test_soft_ratings_differ_from_hard_and_checks_pass(information_build):
     recipe = store.read_table("recipe_judgments")
     assert recipe["query_id"].n_unique() == 3 == store.read_table("recipe_queries").height
     assert recipe.height == 3 * build.tournament.rounds * build.pool_config().pool_size // 2
+
+
+def test_adaptive_build_records_calls_stops_and_presentation(adaptive_build):
+    """Per query: the calls spent equal its judgments and the stop reason is the replay's;
+    the validity report shows the calls saved and the leaderboard τ; pairs are shown in the
+    seeded random order (both orders occur) and the checks pass."""
+    build, store, result = adaptive_build
+    checks = result.get_asset_check_evaluations()
+    assert checks and all(c.passed for c in checks), [c.check_name for c in checks if not c.passed]
+    query_ids, res = replay(build, store)
+    per_query = store.read_table("tournament_queries").sort("query_id")
+    judged = store.read_table("judgments").group_by("query_id").len().sort("query_id")
+    assert per_query["judge_calls"].to_list() == judged["len"].to_list()  # one call per pair
+    for q, reason in per_query.select("query_id", "stop_reason").rows():
+        column = res.status[:, query_ids.index(q)].tolist()
+        stops = [s for s in column if s in ("stable", "exhausted")]
+        assert reason == (stops[0] if stops else "max_rounds")
+    table = store.read_table("judgments")
+    assert (table["shown_first"] == "seeded_random").all()
+    swapped = (table["pos_a"] > table["pos_b"]).mean()
+    assert 0.2 < swapped < 0.8
+    figures = store.manifest_entry("validity_report")["metadata"]["figures"]
+    n = store.read_table("candidate_pools").group_by("query_id").len()["len"]
+    full = int((n // 2).sum()) * build.tournament.rounds
+    assert figures["judge_calls_full_swiss"] == full
+    assert figures["judge_calls_saved"] == pytest.approx(1 - table.height / full)
+    assert figures["judge_calls_saved"] > 0
+    assert -1.0 <= figures["leaderboard_tau_vs_round_robin"] <= 1.0
+    assert figures["presentation"] == "seeded_random"
+    assert 0.0 <= figures["first_answer_share"] <= 1.0
