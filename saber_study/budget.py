@@ -211,15 +211,28 @@ def budget_curves(cfg: StudyConfig, log: Callable[[str], None] | None = None) ->
     }
 
 
+def holds_from(curve: list[dict], ok) -> float | None:
+    """The fewest calls per query from which on ``ok(point)`` holds at every later point of the
+    curve (None when it fails at the last point)."""
+    points = sorted(curve, key=lambda c: c["calls_per_query"])
+    failing = [i for i, c in enumerate(points) if not ok(c)]
+    start = failing[-1] + 1 if failing else 0
+    return points[start]["calls_per_query"] if start < len(points) else None
+
+
 def budget_targets(rows: list[dict], cfg: StudyConfig, swiss_calls: int) -> dict:
-    """Per pairing × order: the fewest calls per query at which the leaderboard τ target is met,
-    and at which both targets are met; whether that is ≤ 50% of Swiss-R's calls."""
+    """Per pairing × order: the fewest calls per query from which on the leaderboard τ target
+    holds, and from which on both targets hold; whether that is ≤ 50% of Swiss-R's calls."""
+
+    def tau_ok(c: dict) -> bool:
+        return c["leaderboard_tau"] >= cfg.leaderboard_tau_target
+
+    def both_ok(c: dict) -> bool:
+        return tau_ok(c) and c["mean_abs_delta_ndcg"] <= cfg.ndcg_error_target
+
     out = {}
     for row in rows:
-        tau_ok = [c for c in row["curve"] if c["leaderboard_tau"] >= cfg.leaderboard_tau_target]
-        both = [c for c in tau_ok if c["mean_abs_delta_ndcg"] <= cfg.ndcg_error_target]
-        first_tau = min((c["calls_per_query"] for c in tau_ok), default=None)
-        first_both = min((c["calls_per_query"] for c in both), default=None)
+        first_tau, first_both = holds_from(row["curve"], tau_ok), holds_from(row["curve"], both_ok)
         out[f"{row['pairing']}/{row['presentation']}"] = {
             "calls_for_tau": first_tau,
             "calls_for_both": first_both,

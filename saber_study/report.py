@@ -53,8 +53,8 @@ def budget_markdown(block: dict, cfg: dict) -> str:
     lines += [
         "",
         '| pairing | presentation | share of "first" answers | adaptive stops (stable / '
-        "exhausted / still playing) | fewest calls with τ ≥ "
-        f"{cfg['leaderboard_tau_target']} | fewest calls with τ and \\|ΔnDCG@10\\| ≤ "
+        "exhausted / still playing) | calls from which on τ ≥ "
+        f"{cfg['leaderboard_tau_target']} | calls from which on also \\|ΔnDCG@10\\| ≤ "
         f"{cfg['ndcg_error_target']} |",
         "|---|---|---:|---|---:|---:|",
     ]

@@ -6,7 +6,7 @@ import numpy as np
 from scipy.special import expit
 
 from saber_core.presentation import presentation_flips
-from saber_study.budget import budget_curves, presented_judge, round_robin_ratings
+from saber_study.budget import budget_curves, holds_from, presented_judge, round_robin_ratings
 from saber_study.simulation import StudyConfig, simulate_judge
 
 
@@ -57,3 +57,15 @@ def test_budget_curves_count_calls_and_stops():
     for row in rows.values():
         assert 0.0 <= row["first_answer_share"] <= 1.0
         assert all(-1.0 <= c["leaderboard_tau"] <= 1.0 for c in row["curve"])
+
+
+def test_holds_from_needs_the_target_at_every_later_point():
+    curve = [
+        {"calls_per_query": 300, "tau": 0.96},
+        {"calls_per_query": 600, "tau": 0.90},
+        {"calls_per_query": 900, "tau": 0.97},
+        {"calls_per_query": 1200, "tau": 0.99},
+    ]
+    assert holds_from(curve, lambda c: c["tau"] >= 0.95) == 900
+    assert holds_from(curve, lambda c: c["tau"] >= 0.5) == 300
+    assert holds_from(curve, lambda c: c["tau"] >= 0.995) is None
