@@ -1,25 +1,21 @@
 """Pairing strategies for the tournament rounds: Swiss (the published default, in
-:mod:`saber_core.tournament`), information-gain pairing and random pairing (a baseline).
+:mod:`saber_core.tournament`), information-gain pairing, random pairing (a baseline) and the
+top-focused adaptive tournament (:mod:`saber_core.adaptive`), behind one entry point,
+:func:`plan_round`, that the build's round assets and the study both call.
 
-Same budget and rules as :mod:`saber_core.tournament`: every round each candidate plays at most
-once (``n // 2`` comparisons per query), no pair ever meets twice, pairs are written smaller id
-first, an empty slot is ``(-1, -1)``.
+Same rules as :mod:`saber_core.tournament`: every round each candidate plays at most once (at
+most ``n // 2`` comparisons per query; the adaptive rounds play fewer), no pair ever meets twice,
+pairs are written smaller id first, an empty slot is ``(-1, -1)``.
 
-Rule (per query and round): refit Bradley–Terry on all outcomes so far (hard or soft), giving
-strengths β; the weight of a not-yet-met pair is the Fisher information one judgment carries
-about ``β_i − β_j``::
+Information-gain rule (per query and round): refit Bradley–Terry on all outcomes so far (hard or
+soft), giving strengths β; the weight of a not-yet-met pair is the Fisher information one
+judgment carries about ``β_i − β_j``::
 
     w_ij = p_ij (1 − p_ij),   p_ij = σ(β_i − β_j),
 
-largest (¼) for candidates of equal estimated strength. The round is a greedy maximum-weight
-matching on the unmet pairs: repeatedly take the heaviest remaining pair whose two candidates
-are both still free. Ties in weight are broken by a seeded random key, so weights are a strict
-order and the greedy matching is unique; in round 1 every weight is ¼ and the round is a uniformly
-random matching. The greedy is computed for all queries at once as "mutual best" rounds: every
-free candidate points to its heaviest free unmet partner, pairs pointing at each other are
-matched (with distinct weights this is exactly the greedy matching: the heaviest remaining edge
-is always mutual, and a mutual edge is never blocked by a heavier one). Candidates left over
-because all their free partners were already met are placed by the swap repair of
+largest (¼) for candidates of equal estimated strength; the round is the greedy maximum-weight
+matching of :mod:`saber_core.matching` (seeded tie-breaks; in round 1 every weight is ¼ and the
+round is a uniformly random matching), left-over candidates placed by the swap repair of
 :mod:`saber_core.tournament`; only what cannot be repaired gets a bye.
 """
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from saber_assets.tables import pool_matrix
-from saber_assets.tournament import round_name
+from saber_assets.tournament import calls_per_judgment, pairing_settings, round_name, round_rules
 from saber_cli.build import run_build
 from saber_core.bradley_terry import fit_bradley_terry
 from saber_core.comparisons import Comparisons
@@ -158,3 +158,32 @@ def test_adaptive_build_records_calls_stops_and_presentation(adaptive_build):
     assert -1.0 <= figures["leaderboard_tau_vs_round_robin"] <= 1.0
     assert figures["presentation"] == "seeded_random"
     assert 0.0 <= figures["first_answer_share"] <= 1.0
+
+
+def test_environment_selects_adaptive_pairing_and_presentation(monkeypatch, tmp_path):
+    """``SABER_PAIRING`` / ``SABER_PRESENTATION`` / ``SABER_ADAPTIVE_*`` reach the round rules
+    and the fingerprint; the Swiss default's fingerprint keeps its one key (existing builds
+    stay valid)."""
+    base = load_build_config("tiny", home=str(tmp_path))
+    assert pairing_settings(base) == {"seed": base.seed}
+    assert base.tournament.presentation_order() == "both_orders"
+    assert calls_per_judgment(base) == 1  # the embedding judge answers once whatever the order
+    llm = load_build_config("tiny", home=str(tmp_path), judge="llm")
+    assert calls_per_judgment(llm) == 2
+    single = load_build_config("tiny", home=str(tmp_path), judge="llm", judge_both_orders=False)
+    assert single.tournament.presentation_order() == "pool_order"
+    assert calls_per_judgment(single) == 1
+    monkeypatch.setenv("SABER_PAIRING", "adaptive")
+    monkeypatch.setenv("SABER_PRESENTATION", "seeded_random")
+    monkeypatch.setenv("SABER_ADAPTIVE_WARMUP", "3")
+    build = load_build_config("tiny", home=str(tmp_path))
+    rules = round_rules(build)
+    assert (rules.strategy, rules.order, rules.shown_first) == (
+        "adaptive",
+        "seeded_random",
+        "seeded_random",
+    )
+    assert rules.rule.warmup == 3
+    settings = pairing_settings(build)
+    assert settings["presentation"] == "seeded_random"
+    assert settings["adaptive"]["warmup"] == 3
