@@ -7,6 +7,7 @@ import dagster as dg
 import polars as pl
 
 from saber_assets.tables import corpus_texts, played_rounds, pool_matrix
+from saber_core.adaptive import AdaptiveRule
 from saber_core.judgment_table import (
     RoundRules,
     judge_pairs,
@@ -49,7 +50,18 @@ def round_rules(build: BuildConfig) -> RoundRules:
         t.bt_c,
         t.rounds,
         order=t.presentation_order(),
-        rule=t.adaptive_rule(),
+        rule=adaptive_rule(build),
+    )
+
+
+def adaptive_rule(build: BuildConfig) -> AdaptiveRule:
+    """The build's adaptive settings as the core rule."""
+    t = build.tournament
+    return AdaptiveRule(
+        warmup=t.adaptive_warmup,
+        stop_ndcg=t.adaptive_stop_ndcg,
+        draws=t.adaptive_draws,
+        min_weight=t.adaptive_min_weight,
     )
 
 

@@ -25,7 +25,6 @@ import dagster as dg
 import pydantic
 import yaml
 
-from saber_core.adaptive import AdaptiveRule
 from saber_core.construction import CHOICES, Construction, resolve
 from saber_core.pools import PoolConfig
 from saber_core.sabermath.options import DOMAIN_MAP, DOMAIN_QUOTAS
@@ -169,15 +168,6 @@ class TournamentSettings(dg.Config):
         if self.presentation:
             return self.presentation
         return "both_orders" if self.judge_both_orders else "pool_order"
-
-    def adaptive_rule(self) -> AdaptiveRule:
-        """The adaptive settings as the core rule."""
-        return AdaptiveRule(
-            warmup=self.adaptive_warmup,
-            stop_ndcg=self.adaptive_stop_ndcg,
-            draws=self.adaptive_draws,
-            min_weight=self.adaptive_min_weight,
-        )
 
 
 class SlurmSettings(dg.Config):

@@ -20,11 +20,7 @@ import polars as pl
 from saber_assets.discovery import alternative_pools
 from saber_assets.tables import corpus_texts, pool_matrix
 from saber_assets.tournament import bound_judge, pairing_settings, round_rules, with_provenance
-from saber_assets.validity.labels import (
-    LEADERBOARD_RETRIEVERS,
-    judging_figures,
-    leaderboard_figures,
-)
+from saber_assets.validity.labels import label_figures, label_settings
 from saber_assets.validity.report import (
     recipe_plot,
     round_robin_plot,
@@ -436,9 +432,7 @@ def validity_report(
         triage, slope = triage_replay(played, first_round, cheap, TRIAGE_THRESHOLDS, C=t.bt_c)
         contamination, note = _contamination(build, corpus, query_ids, docs)
         figures = _validity_figures(store, rr, half, triage, slope, contamination, note)
-        index = {q: i for i, q in enumerate(query_ids)}
-        figures |= judging_figures(build, store, judgments)
-        figures |= leaderboard_figures(build, store, rr, docs, index)
+        figures |= label_figures(build, store, judgments, rr, query_ids, docs)
         report, plots = _write_report(build, store, figures, rr, triage)
         tables = {
             "validity_round_robin": rr,
@@ -454,8 +448,7 @@ def validity_report(
         "n": v.contam_ngram,
         "threshold": v.contam_threshold,
         **judge.provenance(),
-        "leaderboard_retrievers": list(LEADERBOARD_RETRIEVERS),
-        "eval_code": eval_code_hash(),
+        **label_settings(),
     }
     return materialize_stage(
         context, store, settings=settings, compute=compute, checks=_contamination_checks(build)

@@ -11,6 +11,7 @@ from saber_assets.tournament import calls_per_judgment
 from saber_core.bradley_terry import rescale_ratings
 from saber_core.leaderboard_stability import leaderboard_stability
 from saber_core.presentation import first_answer_share
+from saber_eval import code_hash as eval_code_hash
 from saber_eval.benchmark import MAIN_SETTING, in_memory_benchmark
 from saber_eval.registry import load_registry
 from saber_eval.retrievers import retriever_factory
@@ -43,14 +44,14 @@ def retriever_scores(
 
 
 def leaderboard_figures(
-    build: BuildConfig, store: DuckDBStore, rr: pl.DataFrame, docs: np.ndarray, index: dict
+    build: BuildConfig, store: DuckDBStore, rr: pl.DataFrame, query_ids: list[str], docs
 ) -> dict:
     """Kendall τ of the retriever leaderboard (mean nDCG@10 on the round-robin sample) under
     the build's ratings vs the round-robin ratings, and the |ΔnDCG@10| per retriever."""
     if rr.height == 0:
         return {"leaderboard_tau_vs_round_robin": None}
     sample = rr["query_id"].to_list()
-    pools = docs[[index[q] for q in sample]]
+    pools = docs[[query_ids.index(q) for q in sample]]
     scores = retriever_scores(build, store, sample, pools)
     ratings = store.read_table("bt_ratings").filter(pl.col("query_id").is_in(sample))
     own = np.stack(
@@ -92,3 +93,22 @@ def judging_figures(build: BuildConfig, store: DuckDBStore, judgments: pl.DataFr
         "stop_reasons": spent["stop_reasons"],
         "first_answer_share": None if averaged else first_answer_share(outcome),
     }
+
+
+def label_figures(
+    build: BuildConfig,
+    store: DuckDBStore,
+    judgments: pl.DataFrame,
+    rr: pl.DataFrame,
+    query_ids: list[str],
+    docs: np.ndarray,
+) -> dict:
+    """:func:`judging_figures` and :func:`leaderboard_figures` together."""
+    return judging_figures(build, store, judgments) | leaderboard_figures(
+        build, store, rr, query_ids, docs
+    )
+
+
+def label_settings() -> dict:
+    """What the label figures depend on besides the tables (fingerprinted)."""
+    return {"leaderboard_retrievers": list(LEADERBOARD_RETRIEVERS), "eval_code": eval_code_hash()}

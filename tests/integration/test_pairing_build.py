@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from saber_assets.tables import pool_matrix
-from saber_assets.tournament import calls_per_judgment, pairing_settings, round_name, round_rules
+from saber_assets.tournament import (
+    adaptive_rule,
+    calls_per_judgment,
+    pairing_settings,
+    round_name,
+    round_rules,
+)
 from saber_cli.build import run_build
 from saber_core.bradley_terry import fit_bradley_terry
 from saber_core.comparisons import Comparisons
@@ -70,7 +76,7 @@ def replay(build, store):
         strategy=build.tournament.pairing,
         soft=build.tournament.bt_soft,
         C=build.tournament.bt_c,
-        rule=build.tournament.adaptive_rule(),
+        rule=adaptive_rule(build),
     )
     return query_ids, res
 
