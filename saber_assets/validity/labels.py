@@ -10,7 +10,7 @@ from saber_assets.evaluation import DEFAULT_RETRIEVERS
 from saber_assets.tournament import calls_per_judgment
 from saber_core.bradley_terry import rescale_ratings
 from saber_core.leaderboard_stability import leaderboard_stability
-from saber_core.presentation import first_answer_share
+from saber_core.presentation import first_answer_share, group_bias
 from saber_eval import code_hash as eval_code_hash
 from saber_eval.benchmark import MAIN_SETTING, in_memory_benchmark
 from saber_eval.registry import load_registry
@@ -47,7 +47,9 @@ def leaderboard_figures(
     build: BuildConfig, store: DuckDBStore, rr: pl.DataFrame, query_ids: list[str], docs
 ) -> dict:
     """Kendall τ of the retriever leaderboard (mean nDCG@10 on the round-robin sample) under
-    the build's ratings vs the round-robin ratings, and the |ΔnDCG@10| per retriever."""
+    the build's ratings vs the round-robin ratings, the |ΔnDCG@10| per retriever, and the group
+    bias of the build's ratings (first half of the pool positions over-rated vs the round robin,
+    :func:`saber_core.presentation.group_bias`)."""
     if rr.height == 0:
         return {"leaderboard_tau_vs_round_robin": None}
     sample = rr["query_id"].to_list()
@@ -68,6 +70,7 @@ def leaderboard_figures(
         "leaderboard_tau_vs_round_robin": board.tau,
         "mean_abs_delta_ndcg@10": board.mean_abs_error,
         "max_abs_delta_ndcg@10": board.max_abs_error,
+        "group_bias_vs_round_robin": group_bias(own, reference),
         "ndcg@10_build_labels": dict(zip(names, board.ndcg.round(4).tolist(), strict=True)),
         "ndcg@10_round_robin_labels": dict(
             zip(names, board.reference_ndcg.round(4).tolist(), strict=True)

@@ -3,6 +3,7 @@ the pure ``saber_core.pairing.run_pairing`` does when it replays the build's own
 
 import dagster as dg
 import numpy as np
+import polars as pl
 import pytest
 
 from saber_assets.tables import pool_matrix
@@ -164,6 +165,15 @@ def test_adaptive_build_records_calls_stops_and_presentation(adaptive_build):
     assert -1.0 <= figures["leaderboard_tau_vs_round_robin"] <= 1.0
     assert figures["presentation"] == "seeded_random"
     assert 0.0 <= figures["first_answer_share"] <= 1.0
+    rr = store.read_table("validity_round_robin")
+    ratings = store.read_table("bt_ratings")
+    diffs = []
+    for q, strength in rr.select("query_id", "round_robin_strength").rows():
+        own = ratings.filter(pl.col("query_id") == q).sort("position")["rating"].to_numpy()
+        s = np.array(strength)
+        e = own - 5 * (s - s.min()) / (s.max() - s.min())
+        diffs.append(e[: len(e) // 2].mean() - e[len(e) // 2 :].mean())
+    assert figures["group_bias_vs_round_robin"] == pytest.approx(np.mean(diffs))
 
 
 def test_environment_selects_adaptive_pairing_and_presentation(monkeypatch, tmp_path):
