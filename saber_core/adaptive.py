@@ -46,7 +46,7 @@ from saber_core.metrics import ndcg_at_k
 from saber_core.tournament import swiss_round
 
 DRAW_STREAM = 11
-STATUSES = ("warmup", "playing", "stable", "exhausted")
+STOPPED = ("stable", "exhausted")  # the statuses of a stopped query
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,8 @@ DEFAULT_RULE = AdaptiveRule()
 @dataclass(frozen=True)
 class RoundPlan:
     """One planned round: ``pairs`` (Q, n // 2, 2), ``-1`` = empty slot, and each query's
-    ``status`` (Q,) — one of :data:`STATUSES` (``swiss`` etc. pairings: always ``playing``)."""
+    ``status`` (Q,) — ``warmup``, ``playing`` or one of :data:`STOPPED` (``swiss`` etc.
+    pairings: always ``playing``)."""
 
     pairs: np.ndarray
     status: np.ndarray

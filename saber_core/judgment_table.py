@@ -25,7 +25,7 @@ from typing import Protocol
 import numpy as np
 import polars as pl
 
-from saber_core.adaptive import DEFAULT_RULE, AdaptiveRule, RoundPlan
+from saber_core.adaptive import DEFAULT_RULE, STOPPED, AdaptiveRule, RoundPlan
 from saber_core.bradley_terry import fit_bradley_terry, rescale_ratings
 from saber_core.comparisons import PlayedRounds, hard_outcomes
 from saber_core.pairing import plan_round
@@ -174,7 +174,7 @@ def query_budget(status: pl.DataFrame, calls_per_pair: int) -> pl.DataFrame:
     (``pairs · calls_per_pair``), ``stop_round`` (first round whose status is ``stable`` or
     ``exhausted``; null = played every round) and ``stop_reason`` (that status, else
     ``max_rounds``)."""
-    stopped = pl.col("status").is_in(["stable", "exhausted"])
+    stopped = pl.col("status").is_in(list(STOPPED))
     return (
         status.sort("query_id", "round")
         .group_by("query_id", maintain_order=True)

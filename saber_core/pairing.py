@@ -40,7 +40,7 @@ class AdaptiveResult(SwissResult):
     """A finished :func:`run_pairing` tournament: the :class:`SwissResult` fields plus
     ``p_first`` (R, Q, m) the judge's probability that the first candidate wins (NaN = dropped
     or empty slot), ``strengths`` (Q, n) the BT fit on all its judgments (soft or hard, as
-    played) and ``status`` (R, Q) each query's round status (:data:`saber_core.adaptive.STATUSES`;
+    played) and ``status`` (R, Q) each query's round status (:class:`saber_core.adaptive.RoundPlan`;
     ``playing`` for the non-adaptive pairings).
 
     ``outcomes`` are the hard outcomes ``1[p > ½]`` / ``0[p < ½]`` (NaN for p = ½), as the

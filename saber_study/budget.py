@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import expit
 
-from saber_core.adaptive import AdaptiveRule
+from saber_core.adaptive import STOPPED, AdaptiveRule
 from saber_core.bradley_terry import fit_bradley_terry, rescale_ratings
 from saber_core.comparisons import Comparisons, hard_outcomes
 from saber_core.leaderboard_stability import leaderboard, leaderboard_stability
@@ -149,7 +149,7 @@ def curve(
 
 def stopped_round(result: AdaptiveResult) -> int:
     """The first round after which every query has stopped (else the number of rounds)."""
-    done = np.isin(result.status, ("stable", "exhausted")).all(axis=1)
+    done = np.isin(result.status, STOPPED).all(axis=1)
     return int(np.argmax(done)) if done.any() else result.status.shape[0]
 
 
