@@ -110,6 +110,7 @@ def test_a_stable_query_stops_and_stays_stopped():
     again = run_pairing(3, 20, 10, judge, seed=4, strategy="adaptive", rule=AdaptiveRule(warmup=3))
     np.testing.assert_array_equal(res.pairs, again.pairs)  # replayable
     assert (res.status[:3] == "warmup").all()
+    assert (res.status[-1] == "stable").all()  # a consistent judge: every query stops in time
     for q in range(3):
         col = res.status[:, q].tolist()
         if "stable" in col:  # once stopped, no more games
