@@ -1,11 +1,22 @@
 """Group ``tournament``: the rounds (one asset per round, so the UI shows each), all judgments,
 and the Bradley–Terry ratings."""
 
+from collections import Counter
+
 import dagster as dg
 import polars as pl
 
 from saber_assets.tables import corpus_texts, played_rounds, pool_matrix
-from saber_core.judgment_table import RoundRules, play_round, rating_table, tournament_violations
+from saber_core.adaptive import AdaptiveRule
+from saber_core.judgment_table import (
+    RoundRules,
+    judge_pairs,
+    query_budget,
+    rating_table,
+    status_table,
+    tournament_violations,
+)
+from saber_core.presentation import calls_per_pair
 from saber_resources.config import BuildConfig
 from saber_resources.judge import PairwiseJudge
 from saber_resources.slurm import SlurmDispatch, maybe_dispatcher
@@ -32,16 +43,43 @@ def round_rules(build: BuildConfig) -> RoundRules:
             sit_outs=plan.has_fix("sit_outs"),
             presentation=plan.has_fix("presentation"),
         )
-    return RoundRules(t.pairing, build.seed, t.bt_soft, t.bt_c, t.rounds)
+    return RoundRules(
+        t.pairing,
+        build.seed,
+        t.bt_soft,
+        t.bt_c,
+        t.rounds,
+        order=t.presentation_order(),
+        rule=adaptive_rule(build),
+    )
+
+
+def adaptive_rule(build: BuildConfig) -> AdaptiveRule:
+    """The build's adaptive settings as the core rule."""
+    t = build.tournament
+    return AdaptiveRule(
+        warmup=t.adaptive_warmup,
+        stop_ndcg=t.adaptive_stop_ndcg,
+        draws=t.adaptive_draws,
+        min_weight=t.adaptive_min_weight,
+    )
+
+
+def calls_per_judgment(build: BuildConfig) -> int:
+    """Judge calls one judged pair costs: 2 for the LLM judge asking both orders, else 1."""
+    t = build.tournament
+    return calls_per_pair(t.presentation_order()) if t.judge == "llm" else 1
 
 
 def pairing_settings(build: BuildConfig) -> dict[str, object]:
     """What decides the pairs of a round besides the judgments (fingerprinted): the seed only
-    for platform Swiss; the strategy, soft outcomes and C for information pairing; the
-    published rules with their seed, length and fixes."""
+    for platform Swiss; the strategy, soft outcomes and C for information pairing (and the
+    adaptive rule); the published rules with their seed, length and fixes; the seeded random
+    presentation when chosen."""
     rules = round_rules(build)
+    shown = {"presentation": rules.order} if rules.order == "seeded_random" else {}
     if rules.strategy == "swiss":
-        return {"seed": rules.seed}
+        return {"seed": rules.seed, **shown}
     if rules.strategy == "published":
         return {
             "pairing": "published",
@@ -50,7 +88,15 @@ def pairing_settings(build: BuildConfig) -> dict[str, object]:
             "sit_outs": rules.sit_outs,
             "presentation": rules.presentation,
         }
-    return {"seed": rules.seed, "pairing": rules.strategy, "bt_soft": rules.soft, "C": rules.C}
+    adaptive = {"adaptive": rules.rule.provenance()} if rules.strategy == "adaptive" else {}
+    return {
+        "seed": rules.seed,
+        "pairing": rules.strategy,
+        "bt_soft": rules.soft,
+        "C": rules.C,
+        **shown,
+        **adaptive,
+    }
 
 
 def bound_judge(context, build: BuildConfig, store, judge: PairwiseJudge, slurm, stage: str):
@@ -91,7 +137,10 @@ def make_round_asset(r: int) -> dg.AssetsDefinition:
             texts = corpus_texts(store.read_table("corpus"))
             bound = bound_judge(context, build, store, judge, slurm, name)
             rules = round_rules(build)
-            table = play_round(r, query_ids, docs, texts, played, bound, rules)
+            plan = rules.plan(r, played, docs)
+            table = judge_pairs(
+                r, plan.pairs, query_ids, docs, texts, bound, rules.seed, rules.shown_first
+            )
             s = bound.stats
             fail_on_backend_errors(name, s.errors, s.calls, s.hits)
             n = docs.shape[1] if docs.size else 0
@@ -103,8 +152,13 @@ def make_round_asset(r: int) -> dg.AssetsDefinition:
                 "llm_errors": s.errors,
                 "n_byes_beyond_odd": len(query_ids) * (n - n % 2) - 2 * table.height,
                 "judge": judge.provenance(),
+                "query_status": dict(Counter(plan.status.tolist())),
             }
-            return StageOutput({name: with_provenance(table, judge)}, figures=figures)
+            tables = {
+                name: with_provenance(table, judge),
+                f"{name}_status": status_table(r, query_ids, plan),
+            }
+            return StageOutput(tables, figures=figures)
 
         settings = {"round": r, **pairing_settings(build), **judge.provenance()}
         return materialize_stage(context, store, settings=settings, compute=compute)
@@ -127,30 +181,53 @@ def _judgment_checks(tables, figures) -> list[dg.AssetCheckResult]:
     ]
 
 
+def budget_figures(per_query: pl.DataFrame, store: DuckDBStore, rounds: int, per_pair: int) -> dict:
+    """Judge calls spent, the calls a full Swiss of ``rounds`` rounds would spend (every query
+    ``rounds · ⌊n / 2⌋`` pairs at the same calls per pair), the share saved, stop reasons."""
+    pools = store.read_table("candidate_pools").group_by("query_id").len()
+    full_pairs = int((pools["len"] // 2).sum()) * rounds
+    calls, full_calls = int(per_query["judge_calls"].sum()), full_pairs * per_pair
+    return {
+        "judge_calls": calls,
+        "judge_calls_full_swiss": full_calls,
+        "judge_calls_saved": 1.0 - calls / full_calls if full_calls else 0.0,
+        "stop_reasons": dict(per_query.group_by("stop_reason").len().rows()),
+    }
+
+
 def make_judgments_asset(rounds: int) -> dg.AssetsDefinition:
     """``judgments``: every round's judgments in one table."""
     names = [round_name(r) for r in range(1, rounds + 1)]
 
     @dg.asset(
         group_name="tournament",
-        deps=names,
+        deps=[*names, "candidate_pools"],
         check_specs=[dg.AssetCheckSpec("once_per_round_no_rematch", asset="judgments")],
     )
-    def judgments(context: dg.AssetExecutionContext, store: DuckDBStore) -> dg.MaterializeResult:
-        """Every judgment of every round, with its provenance."""
+    def judgments(
+        context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+    ) -> dg.MaterializeResult:
+        """Every judgment of every round, with its provenance; per query the judge calls spent
+        and why its tournament stopped (``tournament_queries``)."""
+        per_pair = calls_per_judgment(build)
 
         def compute() -> StageOutput:
             table = pl.concat([store.read_table(n) for n in names], how="vertical")
+            status = pl.concat([store.read_table(f"{n}_status") for n in names])
+            per_query = query_budget(status, per_pair)
             dropped = table.filter(pl.col("outcome").is_null())
             figures = {
                 "n_judgments": table.height,
                 "n_dropped": dropped.height,
                 "drop_reasons": dict(dropped.group_by("drop_reason").len().head(10).rows()),
+                **budget_figures(per_query, store, rounds, per_pair),
             }
-            return StageOutput({"judgments": table}, figures=figures)
+            tables = {"judgments": table, "tournament_queries": per_query}
+            return StageOutput(tables, figures=figures)
 
+        settings = {"rounds": rounds, "calls_per_pair": per_pair}
         return materialize_stage(
-            context, store, settings={"rounds": rounds}, compute=compute, checks=_judgment_checks
+            context, store, settings=settings, compute=compute, checks=_judgment_checks
         )
 
     return judgments

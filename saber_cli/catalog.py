@@ -24,8 +24,10 @@ def _rows(defs: dg.Definitions) -> list[tuple[str, str, str, str, str]]:
             name = key.to_user_string()
             module = assets_def.op.compute_fn.decorated_fn.__module__
             deps = [d.asset_key.to_user_string() for d in spec.deps]
-            if deps and all(d.startswith("tournament_round_") for d in deps):
-                deps = ["every tournament_round_NN"]
+            round_deps = [d for d in deps if d.startswith("tournament_round_")]
+            if len(round_deps) > 1:  # the rounds of one tournament, named once
+                others = [d for d in deps if d not in round_deps]
+                deps = ["every tournament_round_NN", *others]
             deps = ", ".join(deps)
             row = (
                 name,

@@ -8,10 +8,11 @@ texts whose result has ``p_first`` (P(first wins), NaN = dropped), ``raw``, ``dr
     query_id, round, slot, pos_a, pos_b, cand_a, cand_b, outcome, winner, p_a, raw,
     drop_reason, call_keys, input_hash, seed, shown_first
 
-``pos_a < pos_b`` are pool positions (``cand_a``/``cand_b`` their doc ids; ``a`` is shown
-first), ``outcome`` = 1.0 if ``a`` won, 0.0 if ``b`` won, null if dropped (p = ½ or no answer),
-``winner`` = ``"a"``/``"b"``/null, ``input_hash`` = sha256 of the three texts (query, first,
-second) joined by U+001F, ``shown_first`` the presentation rule of the tournament.
+``pos_a``, ``pos_b`` are pool positions (``cand_a``/``cand_b`` their doc ids; ``a`` is shown
+first; ``pos_a < pos_b`` unless the order is ``seeded_random`` or the published
+``smaller_id``), ``outcome`` = 1.0 if ``a`` won, 0.0 if ``b`` won, null if dropped (p = ½ or no
+answer), ``winner`` = ``"a"``/``"b"``/null, ``input_hash`` = sha256 of the three texts (query,
+first, second) joined by U+001F, ``shown_first`` the presentation rule of the tournament.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ from typing import Protocol
 import numpy as np
 import polars as pl
 
+from saber_core.adaptive import DEFAULT_RULE, STOPPED, AdaptiveRule, RoundPlan
 from saber_core.bradley_terry import fit_bradley_terry, rescale_ratings
 from saber_core.comparisons import PlayedRounds, hard_outcomes
-from saber_core.pairing import pair_round, round_rng
+from saber_core.pairing import plan_round
+from saber_core.presentation import present, presentation_flips
 from saber_core.sabermath.bradley_terry import published_strengths, relevance_scores
 from saber_core.sabermath.swiss import published_orders, published_round
 
@@ -96,12 +99,16 @@ def judge_pairs(
 class RoundRules:
     """How the rounds of a tournament are paired and shown.
 
-    ``strategy``: ``swiss`` / ``information`` / ``random`` (:func:`saber_core.pairing.pair_round`,
-    pairs written smaller pool position first) or ``published`` (the published Swiss of
+    ``strategy``: ``swiss`` / ``information`` / ``random`` / ``adaptive``
+    (:func:`saber_core.pairing.plan_round`) or ``published`` (the published Swiss of
     :mod:`saber_core.sabermath.swiss`: shuffle, stable sort by wins ascending, greedy in the
     first 150 positions, sit-outs; the smaller doc id shown first), with its fixes ``sit_outs``
-    and ``presentation``. ``soft``/``C``: the information pairing's refit. ``n_rounds``: the
-    tournament's length (the published shuffles of every round are drawn in driver order).
+    and ``presentation``. ``soft``/``C``: the information and adaptive pairings' refit.
+    ``n_rounds``: the tournament's length (the published shuffles of every round are drawn in
+    driver order). ``order``: the platform strategies' presentation
+    (:mod:`saber_core.presentation`: ``pool_order`` / ``both_orders`` — smaller position
+    first, the judge asks the swap itself — or ``seeded_random``). ``rule``: the adaptive
+    settings.
     """
 
     strategy: str = "swiss"
@@ -111,26 +118,33 @@ class RoundRules:
     n_rounds: int = 1
     sit_outs: bool = False
     presentation: bool = False
+    order: str = "pool_order"
+    rule: AdaptiveRule = DEFAULT_RULE
 
     @property
     def shown_first(self) -> str:
         """Which candidate of a pair is shown first: ``pool_order`` (smaller position),
         ``smaller_id`` (smaller doc id as a string) or ``seeded_random``."""
         if self.strategy != "published":
-            return "pool_order"
+            return "seeded_random" if self.order == "seeded_random" else "pool_order"
         return "seeded_random" if self.presentation else "smaller_id"
 
-    def pairs(self, round_no: int, played: PlayedRounds, docs: np.ndarray) -> np.ndarray:
-        """Round ``round_no`` (1-based) of every query, (Q, n // 2, 2) positions as shown,
-        ``-1`` = empty slot."""
+    def plan(self, round_no: int, played: PlayedRounds, docs: np.ndarray) -> RoundPlan:
+        """Round ``round_no`` (1-based) of every query: pairs (Q, n // 2, 2) of positions as
+        shown (``-1`` = empty slot) and each query's status."""
         wins, met = played.standings()
         if self.strategy != "published":
             history = played.comparisons(self.soft)
-            rng = round_rng(self.seed, round_no)
-            return pair_round(self.strategy, wins, met, history, rng, C=self.C)
+            plan = plan_round(
+                self.strategy, round_no, wins, met, history, self.seed, self.C, self.rule
+            )
+            if self.order != "seeded_random":
+                return plan
+            flips = presentation_flips(self.seed, round_no, plan.pairs)
+            return RoundPlan(present(plan.pairs, flips), plan.status)
         nq, n = docs.shape
         orders = published_orders([n] * nq, self.n_rounds, self.seed)[round_no - 1]
-        return published_round(
+        pairs = published_round(
             round_no - 1,
             orders,
             wins,
@@ -140,6 +154,38 @@ class RoundRules:
             sit_outs=self.sit_outs,
             presentation=self.presentation,
         ).pairs
+        return RoundPlan(pairs, np.full(nq, "playing", dtype=object))
+
+
+def status_table(round_no: int, query_ids: Sequence[str], plan: RoundPlan) -> pl.DataFrame:
+    """One row per query: ``query_id, round, status, n_pairs`` of a planned round."""
+    return pl.DataFrame(
+        {
+            "query_id": pl.Series(list(query_ids), dtype=pl.String),
+            "round": pl.Series(np.full(len(query_ids), round_no), dtype=pl.Int64),
+            "status": pl.Series(plan.status.tolist(), dtype=pl.String),
+            "n_pairs": pl.Series((plan.pairs[..., 0] >= 0).sum(axis=1), dtype=pl.Int64),
+        }
+    )
+
+
+def query_budget(status: pl.DataFrame, calls_per_pair: int) -> pl.DataFrame:
+    """Per query, from the rounds' :func:`status_table` rows: ``pairs`` judged, ``judge_calls``
+    (``pairs · calls_per_pair``), ``stop_round`` (first round whose status is ``stable`` or
+    ``exhausted``; null = played every round) and ``stop_reason`` (that status, else
+    ``max_rounds``)."""
+    stopped = pl.col("status").is_in(list(STOPPED))
+    return (
+        status.sort("query_id", "round")
+        .group_by("query_id", maintain_order=True)
+        .agg(
+            pl.col("n_pairs").sum().alias("pairs"),
+            pl.col("round").filter(stopped).first().alias("stop_round"),
+            pl.col("status").filter(stopped).first().fill_null("max_rounds").alias("stop_reason"),
+        )
+        .with_columns((pl.col("pairs") * calls_per_pair).alias("judge_calls"))
+        .select("query_id", "pairs", "judge_calls", "stop_round", "stop_reason")
+    )
 
 
 def play_round(
@@ -154,7 +200,7 @@ def play_round(
     """Round ``round_no`` (1-based) of every query's tournament, given the earlier rounds
     ``played``: pair by ``rules`` (:meth:`RoundRules.pairs`), judge, and return its judgments
     table."""
-    pairs = rules.pairs(round_no, played, docs)
+    pairs = rules.plan(round_no, played, docs).pairs
     return judge_pairs(
         round_no, pairs, query_ids, docs, texts, judge, rules.seed, rules.shown_first
     )

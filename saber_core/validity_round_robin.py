@@ -46,7 +46,8 @@ def round_robin_agreement(
     log: Callable[[str], None] | None = None,
 ) -> pl.DataFrame:
     """Per sampled query: ``query_id, new_judgments, round_robin_pairs, kendall_tau,
-    pairwise_agreement`` of Swiss-BT vs round-robin BT.
+    pairwise_agreement`` of Swiss-BT vs round-robin BT, and ``round_robin_strength`` (the
+    round-robin BT strength of every pool position: the reference labels).
 
     ``judgments`` is the Swiss judgments table (``query_id, pos_a, pos_b, outcome, p_a``);
     outcomes are the judge's probabilities when ``soft``, else the hard outcomes (a dropped
@@ -61,7 +62,10 @@ def round_robin_agreement(
         hard = played["outcome"].cast(pl.Float64).fill_null(np.nan).to_numpy()
         p_a = played["p_a"].cast(pl.Float64).fill_null(np.nan).to_numpy()
         y = np.where(np.isnan(hard), np.nan, p_a) if soft else hard
-        known = dict(zip(zip(played["pos_a"], played["pos_b"], strict=True), y, strict=True))
+        pa, pb = played["pos_a"].to_numpy(), played["pos_b"].to_numpy()
+        # a pair shown larger position first (seeded random order) counts as (low, high), 1 − y
+        low, high, y_low = np.minimum(pa, pb), np.maximum(pa, pb), np.where(pa < pb, y, 1.0 - y)
+        known = dict(zip(zip(low.tolist(), high.tolist(), strict=True), y_low, strict=True))
         todo = [(i, j) for i, j in pairs.tolist() if (i, j) not in known]
         verdict = judge(
             [texts[query]] * len(todo),
@@ -85,6 +89,7 @@ def round_robin_agreement(
                 "round_robin_pairs": len(pairs),
                 "kendall_tau": float(kendall_tau_b(sw, rr)[0]),
                 "pairwise_agreement": float(pairwise_agreement(sw, rr)[0]),
+                "round_robin_strength": rr[0].tolist(),
             }
         )
         if log:
@@ -95,5 +100,6 @@ def round_robin_agreement(
         "round_robin_pairs": pl.Int64,
         "kendall_tau": pl.Float64,
         "pairwise_agreement": pl.Float64,
+        "round_robin_strength": pl.List(pl.Float64),
     }
     return pl.DataFrame(rows, schema=schema)

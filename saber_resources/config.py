@@ -138,16 +138,36 @@ def parse_quotas(quotas: Mapping[str, int]) -> tuple[tuple[tuple[str, ...], int]
 
 
 class TournamentSettings(dg.Config):
-    """The pairwise judge, the pairing strategy and the Bradley–Terry fit."""
+    """The pairwise judge, the pairing strategy, the presentation order and the Bradley–Terry
+    fit.
+
+    ``presentation`` (``saber_core.presentation``): ``pool_order`` (one call, smaller position
+    first), ``both_orders`` (two calls, averaged) or ``seeded_random`` (one call, seeded random
+    order per pair); "" keeps ``judge_both_orders`` (both orders when true, else pool order).
+    ``pairing: adaptive`` is the top-focused tournament of ``saber_core.adaptive``: ``rounds``
+    is then its most rounds, ``adaptive_warmup`` of them Swiss; a query stops when its
+    posterior nDCG@10 reaches ``adaptive_stop_ndcg``.
+    """
 
     judge: Literal["embedding", "lexical", "llm"] = "embedding"
     judge_mode: Literal["choice", "generate"] = "choice"
     judge_both_orders: bool = True
     judge_max_tokens: int = 4096
+    presentation: Literal["", "pool_order", "both_orders", "seeded_random"] = ""
     rounds: int = 8
-    pairing: Literal["swiss", "information"] = "swiss"  # swiss: the published method
-    bt_soft: bool = False  # fit BT (and information pairing) on the judge's probabilities
+    pairing: Literal["swiss", "information", "adaptive"] = "swiss"  # swiss: the published method
+    bt_soft: bool = False  # fit BT (and information/adaptive pairing) on the probabilities
     bt_c: float = 1.0
+    adaptive_warmup: int = 4
+    adaptive_stop_ndcg: float = 0.9
+    adaptive_min_weight: float = 0.02
+    adaptive_draws: int = 200
+
+    def presentation_order(self) -> str:
+        """The effective presentation order (``presentation``, else from ``judge_both_orders``)."""
+        if self.presentation:
+            return self.presentation
+        return "both_orders" if self.judge_both_orders else "pool_order"
 
 
 class SlurmSettings(dg.Config):

@@ -48,7 +48,7 @@ def make_judge(build: BuildConfig, backend: LLMBackend) -> PairwiseJudge:
     return LLMJudge(
         backend=backend,
         mode=t.judge_mode,
-        both_orders=t.judge_both_orders,
+        both_orders=t.presentation_order() == "both_orders",
         max_tokens=t.judge_max_tokens,
         seed=build.seed,
     )

@@ -13,7 +13,68 @@ def _fmt(stat: dict, digits: int = 3) -> str:
 
 
 def markdown(results: dict) -> str:
-    """The study's Markdown report (tables of means ± standard errors over queries)."""
+    """The study's Markdown report: the strategy, reliability and triage tables (unless the run
+    was ``--budget-only``), then the budget curves."""
+    parts = [] if results["config"]["budget_only"] else [strategy_markdown(results)]
+    return "\n\n".join([*parts, budget_markdown(results["budget_curves"], results["config"])])
+
+
+def budget_markdown(block: dict, cfg: dict) -> str:
+    """Budget curves: calls per query vs leaderboard τ and mean |ΔnDCG@10| to the round-robin
+    labels, per pairing and presentation order; position bias and group bias; targets."""
+    lines = [
+        "### Budget curves: judge calls vs leaderboard stability (simulation)",
+        "",
+        f"{cfg['n_queries']} queries × {cfg['n_players']} candidates, judge noise "
+        f"{cfg['judge_noise']}, position bias {block['position_bias']} (logit), seed "
+        f"{cfg['seed']}; {len(block['retriever_noise'])} simulated retrievers (score = strength "
+        f"+ noise·N(0, 1), noise {', '.join(str(x) for x in block['retriever_noise'])}); "
+        f"reference labels: {block['reference']}. Adaptive: {cfg['adaptive_warmup']} Swiss "
+        f"rounds, then top-focused rounds, stop at posterior nDCG@10 ≥ "
+        f"{cfg['adaptive_stop_ndcg']}, min pair weight {cfg['adaptive_min_weight']}, "
+        f"{cfg['adaptive_draws']} draws. True-strength labels vs round-robin labels: τ "
+        f"{block['true_strength_labels_vs_round_robin']['leaderboard_tau']:.3f}, mean "
+        f"|ΔnDCG@10| {block['true_strength_labels_vs_round_robin']['mean_abs_delta_ndcg']:.4f}.",
+        "",
+        "| pairing | presentation | rounds | judge calls / query | share of Swiss-"
+        f"{cfg['n_rounds']} calls | leaderboard τ | mean \\|ΔnDCG@10\\| | max \\|ΔnDCG@10\\| "
+        "| group bias |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    swiss = block["swiss_budget_calls"]
+    for row in block["rows"]:
+        for c in row["curve"]:
+            lines.append(
+                f"| {row['pairing']} | {row['presentation']} | {c['rounds']} "
+                f"| {c['calls_per_query']:,.0f} | {c['calls_per_query'] / swiss:.0%} "
+                f"| {c['leaderboard_tau']:.3f} | {c['mean_abs_delta_ndcg']:.4f} "
+                f"| {c['max_abs_delta_ndcg']:.4f} | {c['group_bias']:+.3f} |"
+            )
+    lines += [
+        "",
+        '| pairing | presentation | share of "first" answers | adaptive stops (stable / '
+        "exhausted / still playing) | calls from which on τ ≥ "
+        f"{cfg['leaderboard_tau_target']} | calls from which on also \\|ΔnDCG@10\\| ≤ "
+        f"{cfg['ndcg_error_target']} |",
+        "|---|---|---:|---|---:|---:|",
+    ]
+    for row in block["rows"]:
+        t = block["targets"][f"{row['pairing']}/{row['presentation']}"]
+        stops = row["stop_reasons"]
+        lines.append(
+            f"| {row['pairing']} | {row['presentation']} | {row['first_answer_share']:.3f} "
+            f"| {stops['stable']} / {stops['exhausted']} / {stops['playing']} "
+            f"| {_calls(t['calls_for_tau'])} | {_calls(t['calls_for_both'])} |"
+        )
+    return "\n".join(lines)
+
+
+def _calls(value: float | None) -> str:
+    return "not reached" if value is None else f"{value:,.0f}"
+
+
+def strategy_markdown(results: dict) -> str:
+    """Strategies, noise sweep, reliability, triage and their targets."""
     cfg = results["config"]
     main = results["strategies"]
     lines = [

@@ -85,6 +85,17 @@ class StudyConfig:
     tau_target: float = 0.90
     triage_tau_target: float = 0.95
     seed: int = 0
+    # budget curves (:mod:`saber_study.budget`)
+    curve_position_bias: float = 0.5
+    curve_points: tuple[int, ...] = (4, 6, 8, 10, 12, 15, 20)
+    retriever_noise: tuple[float, ...] = (1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9)
+    adaptive_warmup: int = 4
+    adaptive_stop_ndcg: float = 0.9
+    adaptive_min_weight: float = 0.02
+    adaptive_draws: int = 200
+    leaderboard_tau_target: float = 0.95
+    ndcg_error_target: float = 0.01
+    budget_only: bool = False
 
 
 # ----------------------------------------------------------------------------- the judge

@@ -4,9 +4,10 @@
 * ``recipe_sensitivity`` — the pools selected again from the *other* summary recipe, the build's
   tournament played on them, and how the two benchmarks agree (pool overlap, rank correlation of
   shared candidates' ratings, BM25 / MiniLM nDCG@10 shift);
-* ``validity_report`` — Swiss-BT vs round-robin BT on a query sample, split-half reliability,
-  replayed cheap-judge triage, the two-way contamination gate and the recipe figures, as tables,
-  ``validity.md`` and plots.
+* ``validity_report`` — Swiss-BT vs round-robin BT on a query sample, the retriever leaderboard
+  under the build's vs the round-robin labels of that sample (Kendall τ, |ΔnDCG@10|), judge calls
+  spent and saved, position bias, split-half reliability, replayed cheap-judge triage, the
+  two-way contamination gate and the recipe figures, as tables, ``validity.md`` and plots.
 """
 
 import hashlib
@@ -19,6 +20,7 @@ import polars as pl
 from saber_assets.discovery import alternative_pools
 from saber_assets.tables import corpus_texts, pool_matrix
 from saber_assets.tournament import bound_judge, pairing_settings, round_rules, with_provenance
+from saber_assets.validity.labels import label_figures, label_settings
 from saber_assets.validity.report import (
     recipe_plot,
     round_robin_plot,
@@ -430,6 +432,7 @@ def validity_report(
         triage, slope = triage_replay(played, first_round, cheap, TRIAGE_THRESHOLDS, C=t.bt_c)
         contamination, note = _contamination(build, corpus, query_ids, docs)
         figures = _validity_figures(store, rr, half, triage, slope, contamination, note)
+        figures |= label_figures(build, store, judgments, rr, query_ids, docs)
         report, plots = _write_report(build, store, figures, rr, triage)
         tables = {
             "validity_round_robin": rr,
@@ -445,6 +448,7 @@ def validity_report(
         "n": v.contam_ngram,
         "threshold": v.contam_threshold,
         **judge.provenance(),
+        **label_settings(),
     }
     return materialize_stage(
         context, store, settings=settings, compute=compute, checks=_contamination_checks(build)

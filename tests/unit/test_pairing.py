@@ -6,14 +6,12 @@ import numpy as np
 import pytest
 
 from saber_core.comparisons import Comparisons
+from saber_core.matching import _strict_ranks, greedy_matching, information_weights
 from saber_core.pairing import (
     AdaptiveResult,
-    _strict_ranks,
-    greedy_matching,
     hard_outcomes,
     information_round,
-    information_weights,
-    pair_round,
+    plan_round,
     random_round,
     run_pairing,
 )
@@ -157,13 +155,8 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="strategy"):
         run_pairing(1, 4, 1, lambda r, p: np.zeros((1, 2)), seed=0, strategy="elo")
     with pytest.raises(ValueError, match="pairing"):
-        pair_round(
-            "elo",
-            np.zeros((1, 4)),
-            np.zeros((1, 4, 4), bool),
-            Comparisons.empty(1, 4),
-            np.random.default_rng(),
-        )
+        met = np.zeros((1, 4, 4), bool)
+        plan_round("elo", 1, np.zeros((1, 4)), met, Comparisons.empty(1, 4), 0)
     with pytest.raises(ValueError, match="shape"):
         run_pairing(1, 4, 1, lambda r, p: np.zeros((1, 3)), seed=0)
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
@@ -181,11 +174,11 @@ def test_information_pairing_uses_the_history_it_is_given():
     history = Comparisons(np.zeros(n - 1, np.int64), chain, chain + 1, np.ones(n - 1), 1, n)
     met = np.zeros((1, n, n), dtype=bool)
     met[0, chain, chain + 1] = met[0, chain + 1, chain] = True
-    pairs = pair_round("information", np.zeros((1, n)), met, history, np.random.default_rng(0))
+    pairs = plan_round("information", 1, np.zeros((1, n)), met, history, 0).pairs
     gaps = np.abs(pairs[0, :, 0] - pairs[0, :, 1])
     assert gaps[:2].tolist() == [2, 2]  # matched heaviest first
     assert set(pairs[0, 0].tolist()) <= {2, 3, 4, 5}
     empty = Comparisons.empty(1, n)
-    no_history = pair_round("information", np.zeros((1, n)), met, empty, np.random.default_rng(0))
-    random = pair_round("random", np.zeros((1, n)), met, empty, np.random.default_rng(0))
+    no_history = plan_round("information", 1, np.zeros((1, n)), met, empty, 0).pairs
+    random = plan_round("random", 1, np.zeros((1, n)), met, empty, 0).pairs
     np.testing.assert_array_equal(no_history, random)
