@@ -60,7 +60,7 @@ from saber_resources.slurm.dispatcher import (
     SlurmShardError,
     plan_shards,
 )
-from saber_resources.slurm.settings import SlurmDispatch
+from saber_resources.slurm.settings import SlurmDispatch, payload_lines
 from saber_resources.slurm_payload import (
     RESULTS,
     payload_version,
@@ -104,9 +104,6 @@ def shards_root(settings: SlurmDispatch) -> str:
 
 def sbatch_script(settings: SlurmDispatch, alloc: str, key: str) -> str:
     """The batch script of an allocation's LLM server job."""
-    for name in settings.payload_env:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise ValueError(f"payload_env: {name!r} is not an environment variable name")
     lines = [
         "#!/bin/bash",
         f"#SBATCH --job-name=saber-llm-{key[:8]}",
@@ -129,13 +126,8 @@ def sbatch_script(settings: SlurmDispatch, alloc: str, key: str) -> str:
         gres = f"gpu:{settings.gpu_type}:{gpus}" if settings.gpu_type else f"gpu:{gpus}"
         lines.append(f"#SBATCH --gres={gres}")
     lines += [f"#SBATCH {d}" for d in settings.sbatch_directives]
-    env = settings.env_path
-    lines += ["", "set -e", f"source {q(env + '/activate.sh')}"]
-    lines += [f"export {k}={q(v)}" for k, v in settings.payload_env.items()]
-    lines.append(
-        f"exec {q(env + '/env/bin/python')} -u -m {SERVER_MODULE} "
-        f"--alloc {q(alloc)} --shards {q(shards_root(settings))}"
-    )
+    args = f"--alloc {q(alloc)} --shards {q(shards_root(settings))}"
+    lines += payload_lines(settings, SERVER_MODULE, args)
     return "\n".join(lines) + "\n"
 
 

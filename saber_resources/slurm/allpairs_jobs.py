@@ -36,7 +36,7 @@ from saber_core.sabermath.pair_kernel import PairArrays
 from saber_core.sabermath.passes import Band
 from saber_resources.allpairs_shard import ARRAYS, PLAN, kernel_digest, plan_shards
 from saber_resources.pass_checkpoint import save_arrays
-from saber_resources.slurm.settings import SlurmDispatch
+from saber_resources.slurm.settings import SlurmDispatch, payload_lines
 from saber_resources.slurm.transfer import get_file, put_file
 
 PAYLOAD_MODULE = "saber_resources.allpairs_shard"
@@ -120,13 +120,8 @@ def shard_script(
     lines += [
         f"#SBATCH --{k}={getattr(settings, k)}" for k in ("account", "qos") if getattr(settings, k)
     ]
-    env = settings.env_path
-    lines += ["", "set -e", f"source {q(env + '/activate.sh')}"]
-    lines += [f"export {k}={q(v)}" for k, v in settings.payload_env.items()]
-    lines.append(
-        f"exec {q(env + '/env/bin/python')} -u -m {PAYLOAD_MODULE} --folder {q(work.remote)} "
-        f'--shard "$SLURM_ARRAY_TASK_ID" --workers {max(job.cpus, 1)}'
-    )
+    args = f'--folder {q(work.remote)} --shard "$SLURM_ARRAY_TASK_ID" --workers {max(job.cpus, 1)}'
+    lines += payload_lines(settings, PAYLOAD_MODULE, args)
     return "\n".join(lines) + "\n"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -249,3 +250,19 @@ def slurm_dispatch_from_build(build: Any) -> SlurmDispatch:
             f"gpus_per_node={dispatch.gpus_per_node}"
         )
     return dispatch
+
+
+def payload_lines(settings: SlurmDispatch, module: str, args: str) -> list[str]:
+    """The body of a batch script that runs ``python -m <module> <args>`` in the pre-deployed
+    payload environment (``env_path``) with ``payload_env`` exported."""
+    for name in settings.payload_env:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ValueError(f"payload_env: {name!r} is not an environment variable name")
+    env, q = settings.env_path, shlex.quote
+    return [
+        "",
+        "set -e",
+        f"source {q(env + '/activate.sh')}",
+        *[f"export {k}={q(v)}" for k, v in settings.payload_env.items()],
+        f"exec {q(env + '/env/bin/python')} -u -m {module} {args}",
+    ]

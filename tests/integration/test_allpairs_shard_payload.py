@@ -88,3 +88,32 @@ def test_a_plan_from_other_kernel_code_is_refused(tmp_path, capsys):
         run_shard(tmp_path, 0, workers=1)
     assert stop.value.code == CODE_MISMATCH
     assert "deploy the same checkout" in capsys.readouterr().err
+
+
+def test_shard_script_is_a_cpu_job_in_the_payload_environment_named_by_the_run():
+    from saber_resources.slurm import SlurmDispatch
+    from saber_resources.slurm.allpairs_jobs import ShardJobSettings, shard_script, sharded_pass
+
+    settings = SlurmDispatch(
+        remote_base="/scratch/saber",
+        env_path="/opt/saber-env",
+        partition="gpu",
+        mem="64G",
+        time_limit="02:00:00",
+        gpus_per_node=4,
+        payload_env={"PYTHONPATH": "/src/saber"},
+    )
+    units = row_units(1000, 8)
+    work = sharded_pass(settings, units, BAND, list(range(8)), 3, "pass1-abc")
+    assert [u for s in work.shards for u in s] == list(range(8)) and len(work.shards) == 3
+    script = shard_script(settings, ShardJobSettings(cpus=8, partition="cpu"), work, "run-7")
+    lines = script.splitlines()
+    assert "#SBATCH --cpus-per-task=8" in lines and "#SBATCH --partition=cpu" in lines
+    assert "#SBATCH --mem=64G" in lines and "#SBATCH --time=02:00:00" in lines
+    assert not any("--gres" in line for line in lines)  # no GPU for the pass
+    assert f"#SBATCH --chdir={work.remote}/jobs/run-7" in lines  # stop_run finds the run's tasks
+    assert work.remote.startswith("/scratch/saber/allpairs/pass1-abc/shards-")
+    assert "export PYTHONPATH=/src/saber" in lines
+    python = "exec /opt/saber-env/env/bin/python -u -m saber_resources.allpairs_shard"
+    assert lines[-1].startswith(python)
+    assert '--shard "$SLURM_ARRAY_TASK_ID" --workers 8' in lines[-1]
