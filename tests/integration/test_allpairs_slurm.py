@@ -7,7 +7,9 @@ build."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -17,7 +19,7 @@ import numpy as np
 import pytest
 from allpairs_corpus import scorer as make_scorer
 from test_sabermath_build import SETTINGS, tag_corpus
-from test_slurm import _jobs_under, usable_dev_profile
+from test_slurm import _slurm_conf, usable_dev_profile
 
 from saber_cli.build import run_build
 from saber_core.sabermath.passes import Band, PassTotals, row_units, run_pass
@@ -50,13 +52,28 @@ def _settings(dev: dict, remote_base: str, **overrides) -> SlurmDispatch:
     return SlurmDispatch(**{**values, **overrides})
 
 
-def _accounted(remote_base: str, n: int, timeout: float = 60.0) -> dict[str, str]:
-    """The jobs under ``remote_base`` once ``n`` of them are in the accounting (slurmdbd
-    records a finished task a moment after it left the queue)."""
-    deadline = time.monotonic() + timeout
-    while len(jobs_seen := _jobs_under(remote_base)) < n and time.monotonic() < deadline:
+def _accounted(remote_base: str, n: int, run_id: str) -> dict[str, str]:
+    """The tasks under ``remote_base`` of run ``run_id`` (their folder ``…/jobs/<run_id>``)
+    once ``n`` of them are in the accounting (slurmdbd records a finished task a moment after it
+    left the queue); other runs' tasks in a content-addressed folder stay out."""
+    deadline = time.monotonic() + 60.0
+    while True:
+        out = subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-a", "-S", "2020-01-01", "-o", "JobID,State,WorkDir"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**os.environ, "SLURM_CONF": _slurm_conf()},
+        ).stdout
+        rows = [line.split("|")[:3] for line in out.splitlines() if line.count("|") >= 2]
+        mine = {
+            job: state
+            for job, state, work in rows
+            if work.startswith(f"{remote_base}/") and work.endswith(f"/jobs/{run_id}")
+        }
+        if len(mine) >= n or time.monotonic() > deadline:
+            return mine
         time.sleep(1.0)
-    return jobs_seen
 
 
 def _downloaded(folder: Path, n_docs: int) -> PassTotals:
@@ -88,7 +105,7 @@ def test_four_shards_add_up_to_the_local_pass_and_are_not_run_twice(dev, remote_
     figures = runner.run(scorer.arrays, work, tmp_path / "pass")
     _assert_equal(_downloaded(tmp_path / "pass", scorer.n_docs), local)
     (array_job,) = figures["job_ids"]
-    tasks = _accounted(remote_base, 4)
+    tasks = _accounted(remote_base, 4, "run-a")
     assert tasks == {f"{array_job}_{k}": "COMPLETED" for k in range(4)}, tasks
     assert figures["shards"] == 4 and len(figures["shard_seconds"]) == 4
 
@@ -115,7 +132,7 @@ def test_tasks_that_keep_failing_fail_the_pass_with_their_log(
     message = str(failure.value)
     assert "failed 2 times" in message and "deploy the same checkout" in message
     assert len(work.job_ids) == 2
-    states = set(_accounted(remote_base, 4).values())
+    states = set(_accounted(remote_base, 4, "run-f").values())
     assert states == {"FAILED"}, states
 
 
@@ -123,8 +140,8 @@ def _build(home: Path, corpus: Path, **extra):
     build = load_build_config(
         "tiny", home=str(home), corpus=str(corpus), allpairs_units=8, **SETTINGS, **extra
     )
-    run_build(build, dagster_instance=dg.DagsterInstance.ephemeral())
-    return build, DuckDBStore(database=str(build.database_path))
+    result = run_build(build, dagster_instance=dg.DagsterInstance.ephemeral())
+    return build, DuckDBStore(database=str(build.database_path)), result.run_id
 
 
 TABLES = {
@@ -138,8 +155,8 @@ TABLES = {
 def test_a_sabermath_build_on_slurm_equals_the_local_build(dev, tmp_path):
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(r) + "\n" for r in tag_corpus(240)))
-    _, local = _build(tmp_path / "local", corpus)
-    build, sharded = _build(
+    _, local, _ = _build(tmp_path / "local", corpus)
+    build, sharded, run_id = _build(
         tmp_path / "slurm",
         corpus,
         execution="slurm",
@@ -155,8 +172,8 @@ def test_a_sabermath_build_on_slurm_equals_the_local_build(dev, tmp_path):
             assert mine.select(columns).sort(keys).equals(theirs.select(columns).sort(keys)), table
         passes = sorted((build.artifacts_dir / "allpairs").glob("*"))
         assert passes, "the SLURM build made no pass folder"
-        for folder in passes:  # every pass ran as SLURM shard tasks, all COMPLETED
-            tasks = _accounted(f"{dev['remote_base']}/allpairs/{folder.name}", 4)
+        for folder in passes:  # every pass ran as 4 SLURM tasks of this run, all COMPLETED
+            tasks = _accounted(f"{dev['remote_base']}/allpairs/{folder.name}", 4, run_id)
             assert len(tasks) == 4 and set(tasks.values()) == {"COMPLETED"}, (folder, tasks)
     finally:
         for folder in (build.artifacts_dir / "allpairs").glob("*"):
