@@ -45,7 +45,7 @@ job_processes() {
   done
   for pid in /proc/[0-9]*; do
     pid=${pid#/proc/}
-    env=$'\n'$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null)$'\n' || continue
+    env=$'\n'$({ tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null)$'\n' || continue
     [[ $env == *$'\n'SLURM_JOB_ID=* && $env == *$'\n'"SLURM_CONF=$SLURM_CONF"$'\n'* ]] &&
       echo "$pid"
   done
