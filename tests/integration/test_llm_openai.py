@@ -69,13 +69,21 @@ class Handler(BaseHTTPRequestHandler):
             srv.auth.append(self.headers.get("Authorization"))
             srv.in_flight += 1
             srv.max_in_flight = max(srv.max_in_flight, srv.in_flight)
+        self._counted = True
         try:
             self._respond(body, prompt, hit)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client timed out first
         finally:
-            with srv.lock:
-                srv.in_flight -= 1
+            self._leave()
+
+    def _leave(self) -> None:
+        """The request is no longer in flight — before its response is written: once the client
+        has the answer its worker may send the next request before this thread runs on."""
+        if getattr(self, "_counted", False):
+            self._counted = False
+            with self.server.lock:
+                self.server.in_flight -= 1
 
     def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
@@ -84,6 +92,7 @@ class Handler(BaseHTTPRequestHandler):
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
+        self._leave()
         self.wfile.write(payload)
 
     def _respond(self, body: dict, prompt: str, hit: int) -> None:
