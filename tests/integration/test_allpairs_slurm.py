@@ -7,9 +7,7 @@ build."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -19,7 +17,7 @@ import numpy as np
 import pytest
 from allpairs_corpus import scorer as make_scorer
 from test_sabermath_build import SETTINGS, tag_corpus
-from test_slurm import _slurm_conf, usable_dev_profile
+from test_slurm import accounting_under, usable_dev_profile
 
 from saber_cli.build import run_build
 from saber_core.sabermath.passes import Band, PassTotals, row_units, run_pass
@@ -58,18 +56,10 @@ def _accounted(remote_base: str, n: int, run_id: str) -> dict[str, str]:
     left the queue); other runs' tasks in a content-addressed folder stay out."""
     deadline = time.monotonic() + 60.0
     while True:
-        out = subprocess.run(
-            ["sacct", "-X", "-n", "-P", "-a", "-S", "2020-01-01", "-o", "JobID,State,WorkDir"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            env={**os.environ, "SLURM_CONF": _slurm_conf()},
-        ).stdout
-        rows = [line.split("|")[:3] for line in out.splitlines() if line.count("|") >= 2]
         mine = {
             job: state
-            for job, state, work in rows
-            if work.startswith(f"{remote_base}/") and work.endswith(f"/jobs/{run_id}")
+            for job, state, work in accounting_under(remote_base)
+            if work.endswith(f"/jobs/{run_id}")
         }
         if len(mine) >= n or time.monotonic() > deadline:
             return mine

@@ -153,6 +153,11 @@ class Probe:
 
 def _jobs_under(remote_base: str) -> dict[str, str]:
     """{job id: state} of every dev-cluster job that ran under ``remote_base`` (its WorkDir)."""
+    return {job: state for job, state, _ in accounting_under(remote_base)}
+
+
+def accounting_under(remote_base: str) -> list[tuple[str, str, str]]:
+    """(job id, state, WorkDir) of every dev-cluster job that ran under ``remote_base``."""
     out = subprocess.run(
         ["sacct", "-X", "-n", "-P", "-a", "-S", "2020-01-01", "-o", "JobID,State,WorkDir"],
         capture_output=True,
@@ -160,8 +165,8 @@ def _jobs_under(remote_base: str) -> dict[str, str]:
         timeout=30,
         env={**os.environ, "SLURM_CONF": _slurm_conf()},
     ).stdout
-    rows = [line.split("|") for line in out.splitlines() if line.count("|") >= 2]
-    return {job: state for job, state, work, *_ in rows if work.startswith(f"{remote_base}/")}
+    rows = [line.split("|")[:3] for line in out.splitlines() if line.count("|") >= 2]
+    return [(job, state, work) for job, state, work in rows if work.startswith(f"{remote_base}/")]
 
 
 def _error_text(result: dg.ExecuteInProcessResult) -> str:
