@@ -77,7 +77,7 @@ class Context:
     """What a child needs: where the data is and the sizes."""
 
     def __init__(self, data_dir: Path, scale: float, seed: int) -> None:
-        from saber_core.synth import SynthConfig
+        from saber_core.inputs.synth import SynthConfig
 
         self.data_dir = data_dir
         self.scale = scale
@@ -88,7 +88,7 @@ class Context:
     def ontology(self):
         import polars as pl
 
-        from saber_core.ontology import build_ontology
+        from saber_core.ontology.dag import build_ontology
 
         return build_ontology(pl.read_parquet(self.data_dir / "ontology.parquet"))
 
@@ -98,13 +98,13 @@ class Context:
         return pl.read_parquet(self.data_dir / "corpus.parquet", columns=columns)
 
     def queries(self, domains) -> np.ndarray:
-        from saber_core.pools import sample_queries
+        from saber_core.discovery.pools import sample_queries
 
         return sample_queries(domains.to_list(), self.n_queries, self.seed)
 
 
 def child_synthesize(ctx: Context) -> dict:
-    from saber_core.synth import write_synthetic
+    from saber_core.inputs.synth import write_synthetic
 
     tick, cpu = _now(), time.process_time()
     paths = write_synthetic(ctx.data_dir, ctx.scale, ctx.seed)
@@ -126,7 +126,7 @@ def child_synthesize(ctx: Context) -> dict:
 def child_ontology_ic(ctx: Context) -> dict:
     import polars as pl
 
-    from saber_core.ontology import build_ontology
+    from saber_core.ontology.dag import build_ontology
 
     frame = pl.read_parquet(ctx.data_dir / "ontology.parquet")
     times = []
@@ -188,7 +188,12 @@ def _splitmix_np(x: np.ndarray) -> np.ndarray:
 
 
 def child_bma(ctx: Context) -> dict:
-    from saber_core.discovery import bma_block, build_bma_index, doc_topic_sets, query_topics
+    from saber_core.discovery.per_query import (
+        bma_block,
+        build_bma_index,
+        doc_topic_sets,
+        query_topics,
+    )
 
     onto = ctx.ontology()
     corpus = ctx.corpus(["topics", "domain"])
@@ -238,8 +243,8 @@ def child_bma(ctx: Context) -> dict:
 
 
 def child_jaccard(ctx: Context) -> dict:
-    from saber_core.discovery import build_near_duplicate_index, near_duplicates
-    from saber_core.text import build_token_matrix, jaccard_dense_block, tokenize
+    from saber_core.discovery.per_query import build_near_duplicate_index, near_duplicates
+    from saber_core.signals.jaccard import build_token_matrix, jaccard_dense_block, tokenize
 
     corpus = ctx.corpus(["summary", "problem", "domain"])
     queries = ctx.queries(corpus["domain"])
@@ -304,15 +309,15 @@ def child_jaccard(ctx: Context) -> dict:
 
 
 def child_discovery(ctx: Context) -> dict:
-    from saber_core.discovery import (
+    from saber_core.discovery.per_query import (
         bma_block,
         build_bma_index,
         discover_pools,
         doc_topic_sets,
         query_topics,
     )
-    from saber_core.pools import PoolConfig
-    from saber_core.text import build_token_matrix, jaccard_dense_block
+    from saber_core.discovery.pools import PoolConfig
+    from saber_core.signals.jaccard import build_token_matrix, jaccard_dense_block
 
     onto = ctx.ontology()
     corpus = ctx.corpus(["topics", "summary", "problem", "domain"])
@@ -383,11 +388,11 @@ def _sabermath_scorer(ctx: Context):
     tag paths (what the ``pair_histograms`` asset builds from the stored inputs)."""
     import polars as pl
 
-    from saber_core.annotations import raw_tag_lists, tag_annotations
     from saber_core.construction import resolve
-    from saber_core.sabermath.databank import build_databank, pair_scorer, tree_ic
-    from saber_core.sabermath.frequency_tree import build_frequency_tree, tree_frame
-    from saber_core.sabermath.options import DOMAIN_MAP
+    from saber_core.discovery.databank import build_databank, pair_scorer, tree_ic
+    from saber_core.inputs.annotations import raw_tag_lists, tag_annotations
+    from saber_core.ontology.tag_paths import build_frequency_tree, tree_frame
+    from saber_core.published import DOMAIN_MAP
 
     corpus = ctx.corpus(["doc_id", "summary", "topics", "tag_paths"]).with_columns(
         pl.int_range(pl.len()).alias("original_index"),
@@ -407,7 +412,7 @@ def _allpairs_verified(scorer, tree, ic, rows: np.ndarray, n_cols: int) -> tuple
     """Kernel rows against the plain-Python pair reference (``n_cols`` columns per row) and a
     unit's histograms against the numpy reference kernels' values; (equal, reference seconds
     per pair, detail)."""
-    from saber_core.sabermath.passes import Band, PassTotals, add_unit
+    from saber_core.discovery.passes import Band, PassTotals, add_unit
 
     arrays = scorer.arrays
     got_b, got_j = scorer.rows(rows)
@@ -454,8 +459,9 @@ def _allpairs_verified(scorer, tree, ic, rows: np.ndarray, n_cols: int) -> tuple
 
 
 def child_allpairs(ctx: Context) -> dict:
-    from saber_core.sabermath.allpairs import eligible
-    from saber_core.sabermath.passes import (
+    from saber_core.discovery.all_pairs import eligible
+    from saber_core.discovery.global_threshold import histogram_threshold
+    from saber_core.discovery.passes import (
         Band,
         resolve_counts,
         row_units,
@@ -464,7 +470,6 @@ def child_allpairs(ctx: Context) -> dict:
         sample_histograms,
         sample_rows,
     )
-    from saber_core.sabermath.threshold import histogram_threshold
 
     workers = os.cpu_count() or 1
     tick = _now()
@@ -534,8 +539,8 @@ def _progress_printer(label: str):
 def child_swiss_bt(ctx: Context) -> dict:
     from sklearn.linear_model import LogisticRegression
 
-    from saber_core.bradley_terry import fit_bradley_terry, rescale_ratings
-    from saber_core.tournament import run_swiss
+    from saber_core.rating.bradley_terry import fit_bradley_terry, rescale_ratings
+    from saber_core.tournament.swiss import run_swiss
 
     n_q, n, rounds, seed = ctx.n_queries, N_PLAYERS, N_ROUNDS, ctx.seed
     strength = np.random.default_rng([seed, 77]).normal(size=(n_q, n))
@@ -610,7 +615,7 @@ def child_swiss_bt(ctx: Context) -> dict:
 
 
 def child_ndcg(ctx: Context) -> dict:
-    from saber_core.metrics import ndcg_at_k
+    from saber_core.evaluation.metrics import ndcg_at_k
 
     n_q, n = ctx.n_queries, N_PLAYERS
     rng = np.random.default_rng(ctx.seed + 3)

@@ -10,7 +10,8 @@ kept), and counted.
 import dagster as dg
 import polars as pl
 
-from saber_core.annotations import (
+from saber_core.construction import Construction
+from saber_core.inputs.annotations import (
     corpus_summaries,
     corpus_topics,
     raw_tag_lists,
@@ -19,9 +20,8 @@ from saber_core.annotations import (
     tag_annotations,
     topic_figures,
 )
-from saber_core.construction import Construction
-from saber_core.sabermath.frequency_tree import node_tree_paths
-from saber_core.text import TOKENIZER_VERSION
+from saber_core.ontology.tag_paths import node_tree_paths
+from saber_core.signals.jaccard import TOKENIZER_VERSION
 from saber_resources.annotators import llm_summaries, llm_topics
 from saber_resources.config import BuildConfig
 from saber_resources.llm.base import LLMBackend

@@ -2,11 +2,11 @@
 
 import dagster as dg
 
-from saber_core.annotations import raw_tag_lists
-from saber_core.corpus import ValidatedCorpus, limit_corpus, validate_corpus
-from saber_core.ontology import build_ontology
-from saber_core.sabermath.databank import tree_ic
-from saber_core.sabermath.frequency_tree import build_frequency_tree, node_tree_paths, tree_frame
+from saber_core.discovery.databank import tree_ic
+from saber_core.inputs.annotations import raw_tag_lists
+from saber_core.inputs.corpus import ValidatedCorpus, limit_corpus, validate_corpus
+from saber_core.ontology.dag import build_ontology
+from saber_core.ontology.tag_paths import build_frequency_tree, node_tree_paths, tree_frame
 from saber_resources.config import BuildConfig
 from saber_resources.sources import load_corpus_frame, load_ontology_frame, source_fingerprint
 from saber_resources.storage import DuckDBStore

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from saber_core.comparisons import PlayedRounds
-from saber_core.corpus import full_text_expr
-from saber_core.ontology import Ontology, build_ontology
+from saber_core.inputs.corpus import full_text_expr
+from saber_core.ontology.dag import Ontology, build_ontology
+from saber_core.tournament.comparisons import PlayedRounds
 from saber_resources.config import BuildConfig
 from saber_resources.storage import DuckDBStore
 

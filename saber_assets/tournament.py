@@ -7,8 +7,8 @@ import dagster as dg
 import polars as pl
 
 from saber_assets.tables import corpus_texts, played_rounds, pool_matrix
-from saber_core.adaptive import AdaptiveRule
-from saber_core.judgment_table import (
+from saber_core.tournament.adaptive import AdaptiveRule
+from saber_core.tournament.judgment_table import (
     RoundRules,
     judge_pairs,
     query_budget,
@@ -16,7 +16,7 @@ from saber_core.judgment_table import (
     status_table,
     tournament_violations,
 )
-from saber_core.presentation import calls_per_pair
+from saber_core.tournament.presentation import calls_per_pair
 from saber_resources.config import BuildConfig
 from saber_resources.judge import PairwiseJudge
 from saber_resources.slurm import SlurmDispatch, maybe_dispatcher

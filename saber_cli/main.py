@@ -106,7 +106,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _synth(args: argparse.Namespace) -> int:
-    from saber_core.synth import write_synthetic
+    from saber_core.inputs.synth import write_synthetic
 
     for name, path in write_synthetic(args.out, args.scale, args.seed).items():
         print(f"{name}: {path}")

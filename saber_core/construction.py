@@ -29,7 +29,7 @@ Swiss pairing          ``swiss``                 ``published``              ``pl
 Bradley–Terry fit      ``bt``                    ``sklearn_lbfgs``          ``exact``
 =====================  ========================  =========================  ===================
 
-The published defects have opt-in fixes (``fixes``; :data:`saber_core.sabermath.options.FIXES`);
+The published defects have opt-in fixes (``fixes``; :data:`saber_core.published.FIXES`);
 a fix applies to the published variant of its step.
 
 Two discovery engines carry the steps: ``all_pairs`` (``thresholds: global_percentile`` with
@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-from saber_core.sabermath.options import FIXES, THRESHOLD_QUANTILE, parse_fixes
+from saber_core.published import FIXES, THRESHOLD_QUANTILE, parse_fixes
 
 STEPS = (
     "ontology_source",

@@ -2,7 +2,8 @@
 
 A benchmark directory in the export format (``queries.jsonl`` + ``corpus.jsonl``) is evaluated
 per retriever and task setting: a TREC run file, per-query nDCG@10 (exponential gain, ideal over
-all candidates — ``saber_core.metrics``), per-domain means and the median wall-clock latency per
+all candidates — ``saber_core.evaluation.metrics``), per-domain means and the median wall-clock
+latency per
 reranking task, and nDCG@10_trec (trec_eval's linear gain on the exported integer qrels).
 Results accumulate in a leaderboard (DuckDB table, CSV, Markdown, plots) with paired-bootstrap
 intervals and a rank-stability table, can be logged to MLflow, and two retrievers can be

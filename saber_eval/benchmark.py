@@ -23,7 +23,7 @@ from typing import Literal
 
 import numpy as np
 
-from saber_core.corpus import full_text
+from saber_core.inputs.corpus import full_text
 
 Side = Literal["statement", "full"]
 SETTINGS: dict[str, tuple[Side, Side]] = {

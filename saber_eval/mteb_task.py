@@ -14,7 +14,7 @@ statement, document = ``Problem: …\\n\\nSolution: …``)::
 
 Labels: MTEB evaluates with pytrec_eval, which needs integer relevance, so float grades are put
 on a 0–100 integer scale: ``label = floor(20 · rating + 1/2)`` (rating / 5 × 100, rounded half
-up; :func:`saber_core.metrics.integer_labels` with ``scale = 20``). The exported
+up; :func:`saber_core.evaluation.metrics.integer_labels` with ``scale = 20``). The exported
 ``beir/qrels/test.tsv`` keeps the coarser 0–5 labels (``scale = 1``) of ``ndcg@10_trec``. With
 linear gain the scale cancels in nDCG, so MTEB's nDCG@10 is nDCG with linear gain on the
 ratings quantised to 0.05 — :func:`ndcg_mteb_convention` computes it from our own scores.
@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from saber_core.metrics import integer_labels, ndcg_trec
+from saber_core.evaluation.metrics import integer_labels, ndcg_trec
 from saber_eval.benchmark import MAIN_SETTING, SETTINGS, Benchmark, load_benchmark
 from saber_eval.registry import RetrieverEntry
 from saber_eval.retrievers import EmbeddingRetriever

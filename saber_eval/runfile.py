@@ -2,7 +2,8 @@
 
 Per query, lines are in rank order 1..n; the ranking is by descending score with ties kept in
 candidate (released) order — the earlier candidate ranks first — exactly the order
-``saber_core.metrics`` scores, so nDCG computed from a parsed run file (via its ranks) equals
+``saber_core.evaluation.metrics`` scores, so nDCG computed from a parsed run file (via its ranks)
+equals
 nDCG computed from the scores. Scores are written with ``repr`` (shortest round-trip), so they
 parse back to the same floats. Scores must be finite.
 """

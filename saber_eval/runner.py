@@ -1,8 +1,9 @@
 """Run a retriever on a benchmark setting: timing, nDCG@10, per-domain means, run outputs.
 
-Per query i: nDCG@10_i from ``saber_core.metrics.ndcg_at_k`` (gain 2^rel − 1 on the float
+Per query i: nDCG@10_i from ``saber_core.evaluation.metrics.ndcg_at_k`` (gain 2^rel − 1 on the float
 ratings, discount 1/log2(rank + 1), IDCG over all candidates; ranking by descending score, ties
-by candidate order) and nDCG@10_trec_i from ``saber_core.metrics.ndcg_trec`` (what trec_eval,
+by candidate order) and nDCG@10_trec_i from ``saber_core.evaluation.metrics.ndcg_trec`` (what
+trec_eval,
 BEIR and MTEB compute: linear gain on the exported integer qrels ``round_half_up(rating)`` of
 ``beir/qrels/test.tsv``, ties by descending doc id). Reported: mean_i nDCG@10_i, mean_i
 nDCG@10_trec_i, per-domain means (``mean_by_labels``), and the median over queries of the
@@ -36,7 +37,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from saber_core.metrics import integer_labels, mean_by_labels, ndcg_at_k, ndcg_trec
+from saber_core.evaluation.metrics import integer_labels, mean_by_labels, ndcg_at_k, ndcg_trec
 from saber_eval import code_hash
 from saber_eval.benchmark import Benchmark
 from saber_eval.registry import Registry, RetrieverEntry

@@ -3,7 +3,7 @@
 For each setting and each metric (``ndcg@10``, ``ndcg@10_trec``) the per-query values of every
 run in the eval folder (``runs/<slug>/<setting>.per_query.csv``, joined on the queries all of
 them scored) form an (R, Q) matrix, resampled over queries by
-:func:`saber_core.confidence.confidence` — the same seeded resamples for every retriever
+:func:`saber_core.evaluation.confidence.confidence` — the same seeded resamples for every retriever
 (paired) and, since Q and the seed are shared, for both metrics. Per run: the percentile 95%
 interval. Per adjacent pair of the observed order: the difference, whether the intervals
 overlap, the share of resamples in which the order flips, and the paired sign-flip
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
-from saber_core.confidence import confidence
+from saber_core.evaluation.confidence import confidence
 from saber_eval.runner import METRIC, TREC_METRIC, retriever_slug
 from saber_eval.significance import compare
 

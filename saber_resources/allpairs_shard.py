@@ -23,8 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-from saber_core.sabermath import pair_kernel, passes
-from saber_core.sabermath.passes import Band, run_pass
+from saber_core.discovery import pair_kernel, passes
+from saber_core.discovery.passes import Band, run_pass
 from saber_resources.pass_checkpoint import PassFolder, load_arrays
 
 ARRAYS = "arrays.npz"
@@ -103,7 +103,7 @@ def run_shard(folder: Path, shard: int, workers: int, checkpoint_s: float = 60.0
 
 def plan_shards(n_units: int, n_shards: int) -> list[list[int]]:
     """Unit indices per shard: contiguous runs of about equal length (units have about equal
-    pairs, :func:`~saber_core.sabermath.passes.row_units`), none empty."""
+    pairs, :func:`~saber_core.discovery.passes.row_units`), none empty."""
     n_shards = max(1, min(n_shards, n_units))
     cuts = [round(k * n_units / n_shards) for k in range(n_shards + 1)]
     return [list(range(a, b)) for a, b in itertools.pairwise(cuts) if b > a]

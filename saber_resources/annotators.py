@@ -16,8 +16,8 @@ from collections.abc import Callable
 import numpy as np
 import polars as pl
 
+from saber_core.discovery.pools import top_k
 from saber_core.parsing import clean_summary, parse_topics, render_shortlist
-from saber_core.pools import top_k
 from saber_resources.embedder import embed_texts
 from saber_resources.llm.base import LLMRequest, LLMResult
 from saber_resources.llm.cache import CachedLLM, CallStats

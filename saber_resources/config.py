@@ -26,8 +26,8 @@ import pydantic
 import yaml
 
 from saber_core.construction import CHOICES, Construction, resolve
-from saber_core.pools import PoolConfig
-from saber_core.sabermath.options import DOMAIN_MAP, DOMAIN_QUOTAS
+from saber_core.discovery.pools import PoolConfig
+from saber_core.published import DOMAIN_MAP, DOMAIN_QUOTAS
 from saber_resources.paths import SaberPaths, profile_path
 
 
@@ -141,10 +141,12 @@ class TournamentSettings(dg.Config):
     """The pairwise judge, the pairing strategy, the presentation order and the Bradley–Terry
     fit.
 
-    ``presentation`` (``saber_core.presentation``): ``pool_order`` (one call, smaller position
+    ``presentation`` (``saber_core.tournament.presentation``): ``pool_order`` (one call, smaller
+    position
     first), ``both_orders`` (two calls, averaged) or ``seeded_random`` (one call, seeded random
     order per pair); "" keeps ``judge_both_orders`` (both orders when true, else pool order).
-    ``pairing: adaptive`` is the top-focused tournament of ``saber_core.adaptive``: ``rounds``
+    ``pairing: adaptive`` is the top-focused tournament of ``saber_core.tournament.adaptive``:
+    ``rounds``
     is then its most rounds, ``adaptive_warmup`` of them Swiss; a query stops when its
     posterior nDCG@10 reaches ``adaptive_stop_ndcg``.
     """

@@ -30,7 +30,7 @@ import dagster as dg
 import numpy as np
 
 from saber_core.parsing import choice_probability, combine_orders, parse_judge_answer
-from saber_core.text import TOKENIZER_VERSION, build_token_matrix
+from saber_core.signals.jaccard import TOKENIZER_VERSION, build_token_matrix
 from saber_resources.embedder import default_embedder_path, embed_texts
 from saber_resources.llm.base import LLMBackend, LLMRequest
 from saber_resources.llm.cache import CachedLLM, CallStats, Dispatch
@@ -170,7 +170,8 @@ class LexicalJudge(PairwiseJudge):
     """Fast transparent judge for large synthetic runs: token-Jaccard margin to the query.
 
     ``p_first = σ((J(q, a) − J(q, b)) / T)`` with ``J`` the summary-signal Jaccard of
-    ``saber_core.text`` on the full texts. No model: for exercising paper-scale bookkeeping, not
+    ``saber_core.signals.jaccard`` on the full texts. No model: for exercising paper-scale
+    bookkeeping, not
     for labels (it favours the lexical retrievers it resembles).
     """
 

@@ -1,5 +1,5 @@
 """Where the all-pairs passes keep their work: ``<root>/<label>-<key>/`` (``key``: the pass's
-:func:`~saber_core.sabermath.passes.pass_key`), holding
+:func:`~saber_core.discovery.passes.pass_key`), holding
 
 * ``partial-<id>.npz`` — the totals of whole units of one worker thread (or one SLURM shard),
   rewritten atomically (a temporary file renamed over it) at most every ``interval`` seconds;
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from saber_core.sabermath.pair_kernel import PairArrays
-from saber_core.sabermath.passes import Band, PassTotals
+from saber_core.discovery.pair_kernel import PairArrays
+from saber_core.discovery.passes import Band, PassTotals
 
 COMPLETE = "complete.npz"
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import polars as pl
 
-from saber_core.formats import read_ontology_frame
+from saber_core.inputs.formats import read_ontology_frame
 
 CHAMP_DOMAINS = {
     "Number-Theory": "Number Theory",
@@ -49,7 +49,7 @@ def _champ():
 
 
 def champ_corpus() -> pl.DataFrame:
-    """The CHAMP problems as a corpus frame (schema of ``saber_core.corpus``)."""
+    """The CHAMP problems as a corpus frame (schema of ``saber_core.inputs.corpus``)."""
     data = _champ()
     rows = []
     for pid, problem in data.problems.items():
@@ -185,7 +185,8 @@ def read_jsonl_rows(path: Path) -> pl.DataFrame:
 
 
 def read_corpus_file(path: str | Path) -> pl.DataFrame:
-    """Read a user corpus from ``.parquet`` or ``.jsonl`` (schema in ``saber_core.corpus``)."""
+    """Read a user corpus from ``.parquet`` or ``.jsonl`` (schema:
+    ``saber_core.inputs.corpus``)."""
     path = Path(path)
     if path.suffix.lower() == ".parquet":
         return pl.read_parquet(path)
@@ -196,7 +197,7 @@ def read_corpus_file(path: str | Path) -> pl.DataFrame:
 
 def load_corpus_frame(spec: str, synth_scale: float = 1.0, seed: int = 0) -> pl.DataFrame:
     """``"champ"`` (the embedded default), ``"synthetic"`` (the seeded paper-shaped corpus of
-    ``saber_core.synth`` at ``synth_scale``), else a corpus file path."""
+    ``saber_core.inputs.synth`` at ``synth_scale``), else a corpus file path."""
     if spec == "champ":
         return champ_corpus()
     if spec == "synthetic":
@@ -215,7 +216,7 @@ def load_ontology_frame(spec: str, synth_scale: float = 1.0, seed: int = 0) -> p
 
 @lru_cache(maxsize=1)
 def _synthetic(scale: float, seed: int):
-    from saber_core.synth import synthesize
+    from saber_core.inputs.synth import synthesize
 
     return synthesize(scale=scale, seed=seed)
 
@@ -226,7 +227,7 @@ def source_fingerprint(spec: str, synth_scale: float = 1.0, seed: int = 0) -> st
     if spec == "champ":
         return f"champ-dataset=={version('champ-dataset')}"
     if spec == "synthetic":
-        from saber_core.synth import SYNTH_VERSION
+        from saber_core.inputs.synth import SYNTH_VERSION
 
         return f"synthetic:{SYNTH_VERSION}:scale={synth_scale}:seed={seed}"
     path = Path(spec)

@@ -4,11 +4,13 @@ order (``saber study tournament``, section "budget curves").
 
 The judge is :class:`saber_study.simulation.SimulatedJudge` with a position bias ``b``: shown
 ``(f, g)`` it perceives ``s_f − s_g + noise·ε_fg + b`` (``ε`` antisymmetric, fixed per pair) and
-answers with ``σ(sharpness · perception)``. Orders (:mod:`saber_core.presentation`, the build's
+answers with ``σ(sharpness · perception)``. Orders (:mod:`saber_core.tournament.presentation`, the
+build's
 code): ``pool_order`` shows the smaller id first, ``seeded_random`` shows the pair swapped where
-:func:`saber_core.presentation.presentation_flips` says so, ``both_orders`` asks both and
+:func:`saber_core.tournament.presentation.presentation_flips` says so, ``both_orders`` asks both and
 averages ``½ (p_ab + 1 − p_ba)`` (two calls). Tournaments are played by
-:func:`saber_core.pairing.run_pairing` (the build's ``plan_round``) for ``n_rounds`` rounds;
+:func:`saber_core.tournament.pairing.run_pairing` (the build's ``plan_round``) for ``n_rounds``
+rounds;
 the curve's points (``curve_points``) are the first ``R`` rounds of each run (a prefix of a run
 is exactly the run with ``R`` rounds: pairing depends only on earlier rounds), the adaptive run's
 last point is where every query has stopped or the rounds ran out.
@@ -17,7 +19,8 @@ At each point: Bradley–Terry (hard outcomes, L2 ``C``) → ratings (min–max 
 leaderboard of ``len(retriever_noise)`` simulated retrievers of graded quality (retriever ``r``
 scores ``s + retriever_noise[r] · z_r``, ``z_r ~ N(0, 1)`` per candidate, ``default_rng([seed,
 4])``) under these labels vs under the round-robin labels (every pair judged in both orders):
-Kendall τ of the leaderboards and mean |ΔnDCG@10| (:mod:`saber_core.leaderboard_stability`).
+Kendall τ of the leaderboards and mean |ΔnDCG@10|
+(:mod:`saber_core.validity.leaderboard_stability`).
 Also the share of "first" answers and the group bias of the ratings vs the round-robin ratings.
 """
 
@@ -28,19 +31,19 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import expit
 
-from saber_core.adaptive import STOPPED, AdaptiveRule
-from saber_core.bradley_terry import fit_bradley_terry, rescale_ratings
-from saber_core.comparisons import Comparisons, hard_outcomes
-from saber_core.leaderboard_stability import leaderboard, leaderboard_stability
-from saber_core.pairing import AdaptiveResult, run_pairing
-from saber_core.presentation import (
+from saber_core.rating.bradley_terry import fit_bradley_terry, rescale_ratings
+from saber_core.tournament.adaptive import STOPPED, AdaptiveRule
+from saber_core.tournament.comparisons import Comparisons, hard_outcomes
+from saber_core.tournament.pairing import AdaptiveResult, run_pairing
+from saber_core.tournament.presentation import (
     PRESENTATIONS,
     calls_per_pair,
     first_answer_share,
     group_bias,
     presentation_flips,
 )
-from saber_core.tournament import round_robin_pairs
+from saber_core.tournament.swiss import round_robin_pairs
+from saber_core.validity.leaderboard_stability import leaderboard, leaderboard_stability
 from saber_study.simulation import SimulatedJudge, StudyConfig, simulate_judge
 
 BUDGET_PAIRINGS = ("swiss", "information", "adaptive")

@@ -15,7 +15,7 @@ the same ``s`` and ``ε`` draws (common random numbers).
 
 Designs compared at the Swiss budget (``rounds · n / 2`` comparisons per query; 1,500 for
 150 × 20): Swiss-20 (the published pairing), information-gain pairing
-(:mod:`saber_core.pairing`), random pairing, each fitted on hard outcomes or on the
+(:mod:`saber_core.tournament.pairing`), random pairing, each fitted on hard outcomes or on the
 judge's soft probabilities; and the full round robin (``n (n − 1) / 2``; 11,175). Two
 references no real strategy has: "nearest-rival pairing" (every round the information matching
 on the TRUE strengths, i.e. what information-gain pairing aims at) and the true strengths
@@ -42,17 +42,17 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from scipy.special import expit
 
-from saber_core.bradley_terry import fit_bradley_terry
-from saber_core.comparisons import Comparisons
-from saber_core.pairing import (
+from saber_core.rating.bradley_terry import fit_bradley_terry
+from saber_core.tournament.comparisons import Comparisons
+from saber_core.tournament.pairing import (
     greedy_matching,
     hard_outcomes,
     information_weights,
     round_rng,
     run_pairing,
 )
-from saber_core.tournament import round_robin_pairs, run_swiss, swiss_round
-from saber_core.validity import (
+from saber_core.tournament.swiss import round_robin_pairs, run_swiss, swiss_round
+from saber_core.validity.reliability import (
     bootstrap_intervals,
     kendall_tau_b,
     mean_and_se,
@@ -60,7 +60,7 @@ from saber_core.validity import (
     spearman_rho,
     split_half_reliability,
 )
-from saber_core.validity_triage import calibrate_margin, triage_by_probability
+from saber_core.validity.triage import calibrate_margin, triage_by_probability
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 pair of the databank scored (``pair_histograms``: exact float16 histograms → one global
 threshold per signal), per-row group counts and eligibility (``target_eligibility``), the final
 sampler over eligible targets with the domain quotas (``queries``) and the seeded random pools
-of the queries (``candidate_pools``). The passes are :mod:`saber_core.sabermath.allpairs`."""
+of the queries (``candidate_pools``). The passes are :mod:`saber_core.discovery.all_pairs`."""
 
 from dataclasses import replace
 
@@ -15,20 +15,20 @@ from saber_assets.discovery.passes import banded_pass, exact_counts, pass_folder
 from saber_assets.discovery.per_query import pool_checks
 from saber_assets.discovery.plots import histogram_plot
 from saber_core.construction import Construction
-from saber_core.pools import sample_queries
-from saber_core.sabermath.allpairs import (
+from saber_core.discovery.all_pairs import (
     PairScorer,
     eligible,
     replay_draws,
     row_counts,
     row_pools,
 )
-from saber_core.sabermath.databank import Databank, build_databank, domain_buckets, pair_scorer
-from saber_core.sabermath.final_sampler import sample_final_queries
-from saber_core.sabermath.frequency_tree import tree_from_frame
-from saber_core.sabermath.passes import Band, PassTotals, resolve_counts
-from saber_core.sabermath.selection import GROUPS
-from saber_core.sabermath.threshold import histogram_threshold
+from saber_core.discovery.databank import Databank, build_databank, domain_buckets, pair_scorer
+from saber_core.discovery.final_sampler import sample_final_queries
+from saber_core.discovery.global_threshold import histogram_threshold
+from saber_core.discovery.passes import Band, PassTotals, resolve_counts
+from saber_core.discovery.pools import sample_queries
+from saber_core.ontology.tag_paths import tree_from_frame
+from saber_core.published import GROUPS
 from saber_resources.config import BuildConfig
 from saber_resources.storage import DuckDBStore
 from saber_runtime.stage import StageOutput, materialize_stage

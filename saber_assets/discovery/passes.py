@@ -1,4 +1,4 @@
-"""The all-pairs passes of the discovery assets (:mod:`saber_core.sabermath.passes`): the band
+"""The all-pairs passes of the discovery assets (:mod:`saber_core.discovery.passes`): the band
 sample, units, the pass folder (resume after a kill, reuse when done), threads on this machine,
 progress in the step's log, and the figures of each pass (wall time, pairs per second, peak RSS)
 for the asset's metadata."""
@@ -12,9 +12,9 @@ import time
 import dagster as dg
 import numpy as np
 
-from saber_core.sabermath.allpairs import PairScorer
-from saber_core.sabermath.pair_kernel import PairArrays
-from saber_core.sabermath.passes import (
+from saber_core.discovery.all_pairs import PairScorer
+from saber_core.discovery.pair_kernel import PairArrays
+from saber_core.discovery.passes import (
     Band,
     PassTotals,
     pass_key,
@@ -73,7 +73,7 @@ def pass_folder(build: BuildConfig, scorer: PairScorer, band: Band, label: str) 
     """The folder of the pass of ``scorer``'s documents under ``band`` (named by the arrays,
     units, band and the kernel's code: a changed kernel never reuses old totals)."""
     units = row_units(scorer.n_docs, unit_count(build, scorer.n_docs))
-    key = pass_key(scorer.arrays, units, band, code_version("saber_core.sabermath.passes"))
+    key = pass_key(scorer.arrays, units, band, code_version("saber_core.discovery.passes"))
     return PassFolder(build.artifacts_dir / "allpairs", label, key)
 
 

@@ -14,8 +14,8 @@ import numpy as np
 import polars as pl
 
 from saber_assets.tables import matrix_path, stored_ontology
-from saber_core.blocks import neighbour_frame, stream_rows
-from saber_core.discovery import (
+from saber_core.discovery.blocks import neighbour_frame, stream_rows
+from saber_core.discovery.per_query import (
     bma_block,
     build_bma_index,
     doc_topic_sets,
@@ -23,8 +23,8 @@ from saber_core.discovery import (
     query_topics,
     select_pools,
 )
-from saber_core.pools import PoolConfig, sample_queries
-from saber_core.text import TOKENIZER_VERSION, build_token_matrix, jaccard_dense_block
+from saber_core.discovery.pools import PoolConfig, sample_queries
+from saber_core.signals.jaccard import TOKENIZER_VERSION, build_token_matrix, jaccard_dense_block
 from saber_resources.config import BuildConfig
 from saber_resources.storage import DuckDBStore
 from saber_runtime.metadata import check

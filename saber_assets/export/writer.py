@@ -27,8 +27,8 @@ from pathlib import Path
 
 import polars as pl
 
-from saber_core.corpus import full_text_expr
-from saber_core.metrics import integer_labels
+from saber_core.evaluation.metrics import integer_labels
+from saber_core.inputs.corpus import full_text_expr
 from saber_resources.judge import PROVENANCE_COLUMNS
 from saber_resources.storage import LINEAGE_COLUMNS, DuckDBStore
 

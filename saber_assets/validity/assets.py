@@ -28,19 +28,19 @@ from saber_assets.validity.report import (
     validity_markdown,
 )
 from saber_assets.validity.variants import Variant, play_variant
-from saber_core.comparisons import PlayedRounds
-from saber_core.corpus import full_text_expr
-from saber_core.judgment_table import tournament_violations
-from saber_core.text import TOKENIZER_VERSION, build_token_matrix, pool_jaccard
-from saber_core.validity import (
+from saber_core.inputs.corpus import full_text_expr
+from saber_core.signals.jaccard import TOKENIZER_VERSION, build_token_matrix, pool_jaccard
+from saber_core.tournament.comparisons import PlayedRounds
+from saber_core.tournament.judgment_table import tournament_violations
+from saber_core.validity.contamination import contamination_flags
+from saber_core.validity.reliability import (
     bootstrap_intervals,
     mean_and_se,
     sample_subset,
     split_half_reliability,
 )
-from saber_core.validity_contamination import contamination_flags
-from saber_core.validity_round_robin import round_robin_agreement
-from saber_core.validity_triage import triage_replay
+from saber_core.validity.round_robin import round_robin_agreement
+from saber_core.validity.triage import triage_replay
 from saber_eval import code_hash as eval_code_hash
 from saber_resources.config import BuildConfig
 from saber_resources.judge import PairwiseJudge

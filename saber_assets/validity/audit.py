@@ -22,7 +22,7 @@ from saber_assets.discovery.all_pairs import INPUTS, variant_pool_frame
 from saber_assets.tournament import round_rules
 from saber_assets.validity.variants import play_variant
 from saber_core.construction import FIX_NEEDS, FIXES, Construction
-from saber_core.validity import mean_and_se, sample_subset
+from saber_core.validity.reliability import mean_and_se, sample_subset
 from saber_resources.config import BuildConfig
 from saber_resources.judge import PairwiseJudge
 from saber_resources.slurm import SlurmDispatch

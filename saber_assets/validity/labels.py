@@ -8,9 +8,9 @@ import polars as pl
 
 from saber_assets.evaluation import DEFAULT_RETRIEVERS
 from saber_assets.tournament import calls_per_judgment
-from saber_core.bradley_terry import rescale_ratings
-from saber_core.leaderboard_stability import leaderboard_stability
-from saber_core.presentation import first_answer_share, group_bias
+from saber_core.rating.bradley_terry import rescale_ratings
+from saber_core.tournament.presentation import first_answer_share, group_bias
+from saber_core.validity.leaderboard_stability import leaderboard_stability
 from saber_eval import code_hash as eval_code_hash
 from saber_eval.benchmark import MAIN_SETTING, in_memory_benchmark
 from saber_eval.registry import load_registry
@@ -49,7 +49,7 @@ def leaderboard_figures(
     """Kendall τ of the retriever leaderboard (mean nDCG@10 on the round-robin sample) under
     the build's ratings vs the round-robin ratings, the |ΔnDCG@10| per retriever, and the group
     bias of the build's ratings (first half of the pool positions over-rated vs the round robin,
-    :func:`saber_core.presentation.group_bias`)."""
+    :func:`saber_core.tournament.presentation.group_bias`)."""
     if rr.height == 0:
         return {"leaderboard_tau_vs_round_robin": None}
     sample = rr["query_id"].to_list()

@@ -32,8 +32,8 @@ from typing import Any
 
 from dagster_slurm.helpers.ssh_pool import SSHConnectionPool
 
-from saber_core.sabermath.pair_kernel import PairArrays
-from saber_core.sabermath.passes import Band
+from saber_core.discovery.pair_kernel import PairArrays
+from saber_core.discovery.passes import Band
 from saber_resources.allpairs_shard import ARRAYS, PLAN, kernel_digest, plan_shards
 from saber_resources.pass_checkpoint import save_arrays
 from saber_resources.slurm.settings import SlurmDispatch, payload_lines

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from saber_core.sabermath.allpairs import PairScorer
-from saber_core.sabermath.bma import bma_index
-from saber_core.sabermath.frequency_tree import build_frequency_tree
-from saber_core.sabermath.jaccard import idea_tokens
-from saber_core.sabermath.lin import lin_similarity
+from saber_core.discovery.all_pairs import PairScorer
+from saber_core.ontology.tag_paths import build_frequency_tree
+from saber_core.signals.bma_published import bma_index
+from saber_core.signals.jaccard_published import idea_tokens
+from saber_core.signals.lin_published import lin_similarity
 
 WORDS = [f"w{k}" for k in range(300)]
 

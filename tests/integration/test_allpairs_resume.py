@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from allpairs_corpus import scorer as make_scorer
 
-from saber_core.sabermath.passes import Band, pass_key, resolve_counts, row_units, run_pass
+from saber_core.discovery.passes import Band, pass_key, resolve_counts, row_units, run_pass
 from saber_resources.pass_checkpoint import PassFolder
 
 UNITS = 60
@@ -31,7 +31,7 @@ KILLED_RUN = textwrap.dedent(
     sys.path.insert(0, {here!r})
     from allpairs_corpus import scorer as make_scorer
     from test_allpairs_resume import BAND, UNITS, folder_of
-    from saber_core.sabermath.passes import row_units, run_pass
+    from saber_core.discovery.passes import row_units, run_pass
 
     scorer = make_scorer()
     folder = folder_of({root!r}, scorer)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from allpairs_corpus import scorer as make_scorer
 
-from saber_core.sabermath.passes import Band, PassTotals, row_units, run_pass
+from saber_core.discovery.passes import Band, PassTotals, row_units, run_pass
 from saber_resources.allpairs_shard import (
     ARRAYS,
     CODE_MISMATCH,

@@ -20,7 +20,7 @@ from test_sabermath_build import SETTINGS, tag_corpus
 from test_slurm import accounting_under, usable_dev_profile
 
 from saber_cli.build import run_build
-from saber_core.sabermath.passes import Band, PassTotals, row_units, run_pass
+from saber_core.discovery.passes import Band, PassTotals, row_units, run_pass
 from saber_resources.config import load_build_config
 from saber_resources.pass_checkpoint import load_totals
 from saber_resources.slurm import SlurmDispatch

@@ -7,8 +7,8 @@ import polars as pl
 import pytest
 
 from saber_assets.definitions import build_definitions
-from saber_core.corpus import validate_corpus
-from saber_core.ontology import OntologyError, build_ontology
+from saber_core.inputs.corpus import validate_corpus
+from saber_core.ontology.dag import OntologyError, build_ontology
 from saber_core.parsing import parse_judge_answer
 from saber_resources.config import load_build_config
 from saber_resources.sources import read_jsonl_rows

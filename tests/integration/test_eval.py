@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from test_eval_data import QUERIES, write_tiny_benchmark
 
-from saber_core.metrics import ndcg_at_k
+from saber_core.evaluation.metrics import ndcg_at_k
 from saber_eval.benchmark import load_benchmark
 from saber_eval.leaderboard import leaderboard_frame, load_summaries, refresh_leaderboard
 from saber_eval.plots import pareto_frontier

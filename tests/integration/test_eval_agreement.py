@@ -16,7 +16,7 @@ import pytest
 from test_eval import FixedScores
 from test_eval_data import QUERIES, write_tiny_benchmark
 
-from saber_core.metrics import integer_labels, ndcg_at_k
+from saber_core.evaluation.metrics import integer_labels, ndcg_at_k
 from saber_eval.benchmark import load_benchmark
 from saber_eval.cli import eval_main
 from saber_eval.mteb_task import load_mteb_task, ndcg_mteb_convention, run_mteb, write_mteb_task

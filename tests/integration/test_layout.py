@@ -136,14 +136,15 @@ def _copy_project(target: Path) -> Path:
 
 def test_code_version_covers_every_module_an_asset_runs(tmp_path):
     """``rating_intervals`` runs ``pool_matrix`` (saber_assets.tables, another module of the
-    asset layer) and ``PlayedRounds`` (saber_core.comparisons) through its module's imports:
+    asset layer) and ``PlayedRounds`` (saber_core.tournament.comparisons) through its module's
+    imports:
     editing such a helper changes its code version, and only the versions of assets that
     reach it."""
     assets_module = "saber_assets.validity.assets"
     closure = {p.relative_to(PROJECT_ROOT).as_posix() for p in module_closure(assets_module)}
     assert {
-        "saber_core/comparisons.py",
-        "saber_core/bradley_terry.py",
+        "saber_core/tournament/comparisons.py",
+        "saber_core/rating/bradley_terry.py",
         "saber_assets/tables.py",
         "saber_runtime/stage.py",
     } <= closure

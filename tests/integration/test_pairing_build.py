@@ -1,5 +1,6 @@
 """The pairing strategy and soft outcomes as a build config: the round assets pair exactly as
-the pure ``saber_core.pairing.run_pairing`` does when it replays the build's own verdicts."""
+the pure ``saber_core.tournament.pairing.run_pairing`` does when it replays the build's own
+verdicts."""
 
 import dagster as dg
 import numpy as np
@@ -15,9 +16,9 @@ from saber_assets.tournament import (
     round_rules,
 )
 from saber_cli.build import run_build
-from saber_core.bradley_terry import fit_bradley_terry
-from saber_core.comparisons import Comparisons
-from saber_core.pairing import run_pairing
+from saber_core.rating.bradley_terry import fit_bradley_terry
+from saber_core.tournament.comparisons import Comparisons
+from saber_core.tournament.pairing import run_pairing
 from saber_resources.config import load_build_config
 from saber_resources.storage import DuckDBStore
 

@@ -10,10 +10,10 @@ import pytest
 from scipy.stats import kendalltau, spearmanr
 
 from saber_assets.tables import matrix_path
-from saber_core.bradley_terry import fit_bradley_terry, rescale_ratings
-from saber_core.comparisons import Comparisons
-from saber_core.pools import select_pool
-from saber_core.text import tokenize
+from saber_core.discovery.pools import select_pool
+from saber_core.rating.bradley_terry import fit_bradley_terry, rescale_ratings
+from saber_core.signals.jaccard import tokenize
+from saber_core.tournament.comparisons import Comparisons
 from saber_eval.benchmark import MAIN_SETTING, load_benchmark
 from saber_eval.registry import load_registry
 from saber_eval.retrievers import retriever_factory

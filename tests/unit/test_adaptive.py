@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 from scipy.special import expit
 
-from saber_core.adaptive import (
+from saber_core.tournament.adaptive import (
     AdaptiveRule,
     adaptive_round,
     gain_spread,
@@ -14,10 +14,10 @@ from saber_core.adaptive import (
     posterior_draws,
     self_ndcg,
 )
-from saber_core.comparisons import Comparisons
-from saber_core.judgment_table import query_budget
-from saber_core.pairing import round_rng, run_pairing
-from saber_core.tournament import swiss_round
+from saber_core.tournament.comparisons import Comparisons
+from saber_core.tournament.judgment_table import query_budget
+from saber_core.tournament.pairing import round_rng, run_pairing
+from saber_core.tournament.swiss import swiss_round
 
 
 def test_laplace_covariance_by_hand():

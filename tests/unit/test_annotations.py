@@ -3,7 +3,12 @@
 import polars as pl
 import pytest
 
-from saber_core.annotations import corpus_summaries, corpus_topics, summary_figures, topic_figures
+from saber_core.inputs.annotations import (
+    corpus_summaries,
+    corpus_topics,
+    summary_figures,
+    topic_figures,
+)
 
 NODES = pl.DataFrame({"topic_id": ["A", "B", "C"], "ic": [0.1, 0.5, 0.9]})
 

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from saber_core.blocks import neighbour_frame, stream_rows
-from saber_core.discovery import top_neighbours
+from saber_core.discovery.blocks import neighbour_frame, stream_rows
+from saber_core.discovery.per_query import top_neighbours
 
 
 def test_streamed_matrix_neighbours_and_mean_equal_the_whole_computation():

@@ -8,9 +8,9 @@ from scipy.optimize import brentq, minimize
 from scipy.special import expit
 from scipy.stats import spearmanr
 
-from saber_core.bradley_terry import fit_bradley_terry, rescale_ratings
-from saber_core.comparisons import Comparisons
-from saber_core.tournament import run_swiss
+from saber_core.rating.bradley_terry import fit_bradley_terry, rescale_ratings
+from saber_core.tournament.comparisons import Comparisons
+from saber_core.tournament.swiss import run_swiss
 
 
 def design(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:

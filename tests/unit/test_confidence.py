@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from saber_core.confidence import (
+from saber_core.evaluation.confidence import (
     bootstrap_indices,
     bootstrap_means,
     confidence,

@@ -2,7 +2,7 @@
 
 import polars as pl
 
-from saber_core.corpus import full_text, full_text_expr, limit_corpus, validate_corpus
+from saber_core.inputs.corpus import full_text, full_text_expr, limit_corpus, validate_corpus
 
 
 def frame(n: int) -> pl.DataFrame:

@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_core.discovery import (
+from saber_core.discovery.per_query import (
     bma_block,
     build_bma_index,
     build_near_duplicate_index,
@@ -22,10 +22,11 @@ from saber_core.discovery import (
     select_pools,
     top_neighbours,
 )
-from saber_core.ontology import TopicSets, bma, build_ontology, lin, lin_rows, topic_sets
-from saber_core.pools import PoolConfig, linear_quantiles, sample_queries, select_pool
-from saber_core.synth import synthesize
-from saber_core.text import build_token_matrix, jaccard_dense_block, tokenize
+from saber_core.discovery.pools import PoolConfig, linear_quantiles, sample_queries, select_pool
+from saber_core.inputs.synth import synthesize
+from saber_core.ontology.dag import build_ontology
+from saber_core.signals.jaccard import build_token_matrix, jaccard_dense_block, tokenize
+from saber_core.signals.lin_bma import TopicSets, bma, lin, lin_rows, topic_sets
 
 
 @pytest.fixture(scope="module")
@@ -301,7 +302,7 @@ def test_empty_topic_sets_give_zero_bma():
 
 
 def test_float32_bounds_compare_like_float64():
-    from saber_core.pools import _bounds
+    from saber_core.discovery.pools import _bounds
 
     rng = np.random.default_rng(6)
     x = np.concatenate([rng.random(500), [0.0, 1.0, np.inf, -np.inf, np.nan, 3.4e38, -0.5]]).astype(

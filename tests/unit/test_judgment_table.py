@@ -7,9 +7,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_core.bradley_terry import fit_bradley_terry, rescale_ratings
-from saber_core.comparisons import PlayedRounds, hard_outcomes
-from saber_core.judgment_table import (
+from saber_core.rating.bradley_terry import fit_bradley_terry, rescale_ratings
+from saber_core.tournament.comparisons import PlayedRounds, hard_outcomes
+from saber_core.tournament.judgment_table import (
     RoundRules,
     judge_pairs,
     play_round,
@@ -17,7 +17,7 @@ from saber_core.judgment_table import (
     rating_table,
     tournament_violations,
 )
-from saber_core.pairing import run_pairing
+from saber_core.tournament.pairing import run_pairing
 
 
 @dataclass
@@ -103,7 +103,7 @@ def test_round_by_round_equals_one_call_and_the_core_strategy(pairing, soft):
 def test_published_rounds_one_by_one_equal_the_published_tournament(fixes):
     """The round assets pair each published round on its own; the result equals the published
     driver's whole-tournament loop (itself checked against a port of the authors' code)."""
-    from saber_core.sabermath.swiss import play_published_swiss
+    from saber_core.tournament.swiss_published import play_published_swiss
 
     query_ids, docs, texts = make_texts(3, 12)
     rules = RoundRules(

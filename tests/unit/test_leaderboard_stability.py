@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from saber_core.leaderboard_stability import leaderboard, leaderboard_stability
+from saber_core.validity.leaderboard_stability import leaderboard, leaderboard_stability
 
 
 def test_leaderboard_stability_by_hand():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bench.reference import python_ndcg
-from saber_core.metrics import dcg_at_k, mean_by_group, ndcg_at_k
+from saber_core.evaluation.metrics import dcg_at_k, mean_by_group, ndcg_at_k
 
 LOG2_3 = math.log2(3)
 

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from saber_core.metrics import integer_labels, ndcg_at_k, ndcg_trec, trec_tiebreak
+from saber_core.evaluation.metrics import integer_labels, ndcg_at_k, ndcg_trec, trec_tiebreak
 
 LOG2_3 = math.log2(3)
 

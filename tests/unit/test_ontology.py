@@ -7,17 +7,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_core.formats import load_ontology, read_ontology_frame, write_ontology_frame
-from saber_core.ontology import (
-    VIRTUAL_ROOT,
-    OntologyError,
-    bma,
-    bma_one_vs_many,
-    build_ontology,
-    lin,
-    lin_rows,
-    topic_sets,
-)
+from saber_core.inputs.formats import load_ontology, read_ontology_frame, write_ontology_frame
+from saber_core.ontology.dag import VIRTUAL_ROOT, OntologyError, build_ontology
+from saber_core.signals.lin_bma import bma, bma_one_vs_many, lin, lin_rows, topic_sets
 
 
 def frame(rows):

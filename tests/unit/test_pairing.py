@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from saber_core.comparisons import Comparisons
-from saber_core.matching import _strict_ranks, greedy_matching, information_weights
-from saber_core.pairing import (
+from saber_core.tournament.comparisons import Comparisons
+from saber_core.tournament.matching import _strict_ranks, greedy_matching, information_weights
+from saber_core.tournament.pairing import (
     AdaptiveResult,
     hard_outcomes,
     information_round,

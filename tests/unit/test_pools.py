@@ -5,7 +5,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from saber_core.pools import PoolConfig, sample_queries, select_pool, top_k
+from saber_core.discovery.pools import PoolConfig, sample_queries, select_pool, top_k
 
 
 def scores(seed: int, n: int = 400):

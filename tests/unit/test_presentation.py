@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from saber_core.presentation import (
+from saber_core.tournament.presentation import (
     calls_per_pair,
     first_answer_share,
     group_bias,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 
-from saber_core.presentation import presentation_flips
+from saber_core.tournament.presentation import presentation_flips
 from saber_study.budget import budget_curves, holds_from, presented_judge, round_robin_ratings
 from saber_study.simulation import StudyConfig, simulate_judge
 

@@ -10,9 +10,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_core.corpus import validate_corpus
-from saber_core.ontology import build_ontology
-from saber_core.synth import (
+from saber_core.inputs.corpus import validate_corpus
+from saber_core.inputs.synth import (
     DOMAINS,
     PAPER_DOCS,
     SynthConfig,
@@ -21,7 +20,13 @@ from saber_core.synth import (
     synthesize,
     write_synthetic,
 )
-from saber_core.text import STOP_WORDS, build_token_matrix, jaccard_many_vs_many, tokenize
+from saber_core.ontology.dag import build_ontology
+from saber_core.signals.jaccard import (
+    STOP_WORDS,
+    build_token_matrix,
+    jaccard_many_vs_many,
+    tokenize,
+)
 
 SMALL = {"n_nodes": 600, "vocab_size": 3000}
 SCALE = 0.003  # 849 documents
@@ -171,8 +176,8 @@ def test_write_synthetic_round_trips(tmp_path, small):
 def test_tag_paths_are_prefix_closed_paths_of_the_topics(small):
     """A tagger's raw lists: every topic's path along primary parents, each accepted ancestor
     (prefix below the root) listed once; the first level maps to the document's domain."""
-    from saber_core.sabermath.final_sampler import tag_domains
-    from saber_core.synth import DOMAINS
+    from saber_core.discovery.final_sampler import tag_domains
+    from saber_core.inputs.synth import DOMAINS
 
     parents = dict(small.ontology.select("node_id", "parent_ids").rows())
     published = {"Calculus": "Calculus and Analysis"}

@@ -7,8 +7,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_core import text
-from saber_core.text import (
+from saber_core.signals import jaccard as text
+from saber_core.signals.jaccard import (
     STOP_WORDS,
     TOKENIZER_VERSION,
     build_token_matrix,
@@ -171,7 +171,7 @@ def test_tokenizer_version_tracks_pattern_and_stop_list(monkeypatch):
 
 
 def test_pool_jaccard_equals_the_one_vs_many_values_at_the_pool_columns():
-    from saber_core.text import pool_jaccard
+    from saber_core.signals.jaccard import pool_jaccard
 
     rng = np.random.default_rng(3)
     words = [f"w{i}" for i in range(30)]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bench.reference import greedy_pairs
-from saber_core.tournament import (
+from saber_core.tournament.swiss import (
     SwissResult,
     _pair_in_order,
     round_robin_pairs,

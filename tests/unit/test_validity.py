@@ -9,9 +9,9 @@ import pytest
 from scipy.special import expit
 from scipy.stats import kendalltau, spearmanr
 
-from saber_core.bradley_terry import fit_bradley_terry, rescale_ratings
-from saber_core.comparisons import Comparisons
-from saber_core.validity import (
+from saber_core.rating.bradley_terry import fit_bradley_terry, rescale_ratings
+from saber_core.tournament.comparisons import Comparisons
+from saber_core.validity.reliability import (
     bootstrap_intervals,
     judgment_agreement,
     kendall_tau_b,
@@ -226,7 +226,7 @@ def test_shared_rank_correlation_hand():
 
 
 def test_recipe_agreement_hand_example():
-    from saber_core.validity import recipe_agreement
+    from saber_core.validity.reliability import recipe_agreement
 
     out = recipe_agreement(
         ["q1", "q2"],
@@ -245,7 +245,7 @@ def test_recipe_agreement_hand_example():
 
 
 def test_sample_subset_is_seeded_and_keeps_order():
-    from saber_core.validity import sample_subset
+    from saber_core.validity.reliability import sample_subset
 
     items = [f"q{i}" for i in range(10)]
     pick = np.sort(np.random.default_rng([3, 9]).choice(10, size=4, replace=False))

@@ -8,7 +8,7 @@ import unicodedata
 import numpy as np
 import pytest
 
-from saber_core.validity_contamination import (
+from saber_core.validity.contamination import (
     DEFAULT_THRESHOLD,
     containment,
     ngram_sets,
@@ -115,7 +115,7 @@ def test_mismatched_n_and_bad_n():
 
 
 def test_contamination_flags_name_both_directions_and_the_queries():
-    from saber_core.validity_contamination import contamination_flags
+    from saber_core.validity.contamination import contamination_flags
 
     story = " ".join(f"word{i}" for i in range(30))
     bench = ["q1", "d1", "d2"]

@@ -7,8 +7,8 @@ import polars as pl
 import pytest
 from scipy.stats import kendalltau
 
-from saber_core.judgment_table import RoundRules, play_tournament
-from saber_core.validity_round_robin import round_robin_agreement, round_robin_sample
+from saber_core.tournament.judgment_table import RoundRules, play_tournament
+from saber_core.validity.round_robin import round_robin_agreement, round_robin_sample
 
 
 @dataclass

@@ -7,7 +7,7 @@ import json
 import numpy as np
 from scipy.special import expit
 
-from saber_core.validity import kendall_tau_b
+from saber_core.validity.reliability import kendall_tau_b
 from saber_study.cli import study_main
 from saber_study.simulation import StudyConfig, run_designs, run_study, simulate_judge
 

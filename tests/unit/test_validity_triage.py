@@ -7,7 +7,7 @@ import pytest
 from scipy.optimize import minimize_scalar
 from scipy.special import expit
 
-from saber_core.validity_triage import (
+from saber_core.validity.triage import (
     TriageSplit,
     calibrate_margin,
     triage_by_bands,
@@ -101,11 +101,11 @@ def test_calibrate_margin_matches_a_generic_optimizer():
 def test_triage_replay_extremes_and_a_direct_recomputation():
     from scipy.special import expit
 
-    from saber_core.bradley_terry import fit_bradley_terry
-    from saber_core.comparisons import Comparisons
-    from saber_core.tournament import run_swiss
-    from saber_core.validity import kendall_tau_b
-    from saber_core.validity_triage import calibrate_margin, triage_replay
+    from saber_core.rating.bradley_terry import fit_bradley_terry
+    from saber_core.tournament.comparisons import Comparisons
+    from saber_core.tournament.swiss import run_swiss
+    from saber_core.validity.reliability import kendall_tau_b
+    from saber_core.validity.triage import calibrate_margin, triage_replay
 
     rng = np.random.default_rng(2)
     truth = rng.normal(0, 1.5, (4, 16))

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
 
-from saber_core.comparisons import Comparisons
-from saber_core.sabermath.bradley_terry import (
+from saber_core.rating.bradley_terry_published import (
     bt_relevance,
     exact_strengths,
     published_strengths,
     relevance_scores,
 )
+from saber_core.tournament.comparisons import Comparisons
 
 
 def sklearn_strengths(a, b, y, n_players):

@@ -8,8 +8,8 @@ import pytest
 import sabermath_reference as ref
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from saber_core.sabermath import jaccard as jaccard_module
-from saber_core.sabermath.jaccard import STOP_WORDS, idea_tokens, jaccard_block, tokenize
+from saber_core.signals import jaccard_published as jaccard_module
+from saber_core.signals.jaccard_published import STOP_WORDS, idea_tokens, jaccard_block, tokenize
 
 REFERENCE_STOP_WORDS = frozenset(ENGLISH_STOP_WORDS) | frozenset(ref.MATH_WORDS)
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import sabermath_reference as ref
 
-from saber_core.sabermath.bma import bma_block, bma_index
-from saber_core.sabermath.frequency_tree import build_frequency_tree
-from saber_core.sabermath.lin import lin_similarity
+from saber_core.ontology.tag_paths import build_frequency_tree
+from saber_core.signals.bma_published import bma_block, bma_index
+from saber_core.signals.lin_published import lin_similarity
 
 TITLES = ("A", "B", "C", "B-C", "D")
 

@@ -14,13 +14,10 @@ import sabermath_reference as ref
 from test_sabermath_jaccard import REFERENCE_STOP_WORDS
 from test_sabermath_lin_bma import TREES
 
-from saber_core.sabermath.allpairs import PairScorer, row_counts
-from saber_core.sabermath.bma import bma_index
-from saber_core.sabermath.frequency_tree import build_frequency_tree
-from saber_core.sabermath.jaccard import idea_tokens
-from saber_core.sabermath.lin import lin_similarity
-from saber_core.sabermath.pair_kernel import PAD_WIDTH, float16_bits
-from saber_core.sabermath.passes import (
+from saber_core.discovery.all_pairs import PairScorer, row_counts
+from saber_core.discovery.global_threshold import histogram_threshold
+from saber_core.discovery.pair_kernel import PAD_WIDTH, float16_bits
+from saber_core.discovery.passes import (
     Band,
     pass_key,
     resolve_counts,
@@ -31,7 +28,10 @@ from saber_core.sabermath.passes import (
     sample_rows,
     threshold_bits,
 )
-from saber_core.sabermath.threshold import histogram_threshold
+from saber_core.ontology.tag_paths import build_frequency_tree
+from saber_core.signals.bma_published import bma_index
+from saber_core.signals.jaccard_published import idea_tokens
+from saber_core.signals.lin_published import lin_similarity
 
 WORDS = ["x^2", "a_n", "sum", "the", "and", "bound", "prime", "so", "2", "mod", "graph", "root"]
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import sabermath_reference as ref
+from selection_reference import compact_candidates, select_block
 
-from saber_core.sabermath.final_sampler import sample_final_queries, tag_domains
-from saber_core.sabermath.options import DOMAIN_QUOTAS
-from saber_core.sabermath.selection import compact_candidates, select_block
+from saber_core.discovery.final_sampler import sample_final_queries, tag_domains
+from saber_core.published import DOMAIN_QUOTAS
 
 B_CUT, J_CUT = 1757 / 2048 + 2**-41, 1725 / 8192 + 2**-41
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import sabermath_reference as ref
 
-from saber_core.sabermath.swiss import pair_swiss_round, play_published_swiss
+from saber_core.tournament.swiss_published import pair_swiss_round, play_published_swiss
 
 
 def decide(r: int, attempt: int, target: int, id1: str, id2: str) -> int | None:

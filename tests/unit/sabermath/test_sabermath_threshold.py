@@ -7,8 +7,12 @@ import numpy as np
 import pytest
 import sabermath_reference as ref
 
-from saber_core.sabermath.options import PUBLISHED_BMA_THRESHOLD, PUBLISHED_JACCARD_THRESHOLD
-from saber_core.sabermath.threshold import float16_histogram, histogram_threshold, zoom_threshold
+from saber_core.discovery.global_threshold import (
+    float16_histogram,
+    histogram_threshold,
+    zoom_threshold,
+)
+from saber_core.published import PUBLISHED_BMA_THRESHOLD, PUBLISHED_JACCARD_THRESHOLD
 
 
 def test_zoom_by_hand():

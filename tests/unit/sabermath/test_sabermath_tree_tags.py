@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import sabermath_reference as ref
 
-from saber_core.sabermath.frequency_tree import build_frequency_tree
-from saber_core.sabermath.lin import information_content
-from saber_core.sabermath.tags import clean_databank, clean_tags
+from saber_core.ontology.tag_cleanup import clean_databank, clean_tags
+from saber_core.ontology.tag_paths import build_frequency_tree
+from saber_core.signals.lin_published import information_content
 
 TITLES = ("Algebra", "Geometry", "X", "X-Y", "X Y", "Y", "Z-", "Lemma")
 
