@@ -22,14 +22,14 @@ from saber_core.inputs.annotations import (
 )
 from saber_core.ontology.tag_paths import node_tree_paths
 from saber_core.signals.jaccard import TOKENIZER_VERSION
-from saber_resources.annotators import llm_summaries, llm_topics
 from saber_resources.config import BuildConfig
+from saber_resources.llm.annotators import llm_summaries, llm_topics
 from saber_resources.llm.base import LLMBackend
 from saber_resources.llm.cache import CachedLLM, CallStats
-from saber_resources.prompts import load_prompt
+from saber_resources.llm.prompts import load_prompt
 from saber_resources.slurm import SlurmDispatch, maybe_dispatcher
-from saber_resources.sources import load_ontology_frame
-from saber_resources.storage import DuckDBStore
+from saber_resources.store.database import DuckDBStore
+from saber_resources.store.sources import load_ontology_frame
 from saber_runtime.errors import fail_on_backend_errors
 from saber_runtime.stage import StageOutput, materialize_stage
 

@@ -21,7 +21,7 @@ from saber_resources.config import BuildConfig, load_build_config
 from saber_resources.factory import make_backend, make_judge
 from saber_resources.llm.base import LLMBackend
 from saber_resources.slurm import SlurmDispatch, slurm_dispatch_from_build
-from saber_resources.storage import DuckDBStore
+from saber_resources.store.database import DuckDBStore
 
 BUILD_JOB = "build_benchmark"
 EVAL_JOB = "evaluate_benchmark"

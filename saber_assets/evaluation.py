@@ -16,15 +16,16 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from saber_eval import code_hash
-from saber_eval.benchmark import MAIN_SETTING, load_benchmark, parse_settings
+from saber_eval.benchmark import MAIN_SETTING, parse_settings
 from saber_eval.leaderboard import mteb_result_files, refresh_leaderboard, summary_files
+from saber_eval.loading import load_benchmark
 from saber_eval.registry import load_registry
 from saber_eval.retrievers import retriever_factory
 from saber_eval.runner import METRIC, TREC_METRIC, eval_dir, evaluate_specs, result_tables
 from saber_eval.tracking import log_result, log_run
+from saber_eval.version import code_hash
 from saber_resources.config import BuildConfig
-from saber_resources.storage import DuckDBStore, stable_hash
+from saber_resources.store.database import DuckDBStore, stable_hash
 from saber_runtime.stage import StageOutput, materialize_stage
 
 DEFAULT_RETRIEVERS = ["bm25", "jaccard", "random", "st:minilm"]

@@ -8,8 +8,8 @@ from saber_core.inputs.corpus import ValidatedCorpus, limit_corpus, validate_cor
 from saber_core.ontology.dag import build_ontology
 from saber_core.ontology.tag_paths import build_frequency_tree, node_tree_paths, tree_frame
 from saber_resources.config import BuildConfig
-from saber_resources.sources import load_corpus_frame, load_ontology_frame, source_fingerprint
-from saber_resources.storage import DuckDBStore
+from saber_resources.store.database import DuckDBStore
+from saber_resources.store.sources import load_corpus_frame, load_ontology_frame, source_fingerprint
 from saber_runtime.metadata import check
 from saber_runtime.stage import StageOutput, materialize_stage
 

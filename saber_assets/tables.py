@@ -10,9 +10,9 @@ import polars as pl
 
 from saber_core.inputs.corpus import full_text_expr
 from saber_core.ontology.dag import Ontology, build_ontology
-from saber_core.tournament.comparisons import PlayedRounds
+from saber_core.rating.comparisons import PlayedRounds
 from saber_resources.config import BuildConfig
-from saber_resources.storage import DuckDBStore
+from saber_resources.store.database import DuckDBStore
 
 
 def stored_ontology(store: DuckDBStore) -> Ontology:

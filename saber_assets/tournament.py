@@ -18,9 +18,9 @@ from saber_core.tournament.judgment_table import (
 )
 from saber_core.tournament.presentation import calls_per_pair
 from saber_resources.config import BuildConfig
-from saber_resources.judge import PairwiseJudge
+from saber_resources.judges import PairwiseJudge
 from saber_resources.slurm import SlurmDispatch, maybe_dispatcher
-from saber_resources.storage import DuckDBStore
+from saber_resources.store.database import DuckDBStore
 from saber_runtime.errors import fail_on_backend_errors
 from saber_runtime.metadata import check
 from saber_runtime.stage import StageOutput, materialize_stage

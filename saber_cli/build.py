@@ -12,7 +12,7 @@ import polars as pl
 from saber_assets.definitions import BUILD_JOB, build_definitions
 from saber_resources.config import BuildConfig
 from saber_resources.llm.base import LLMBackend
-from saber_resources.storage import DuckDBStore, build_lock
+from saber_resources.store.database import DuckDBStore, build_lock
 
 
 def instance() -> dg.DagsterInstance:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import polars as pl
 
 from saber_resources.llm.cache import TABLE as LLM_CALLS
-from saber_resources.storage import DuckDBStore
+from saber_resources.store.database import DuckDBStore
 
 VIEWS = {
     "lineage_pool_members": """

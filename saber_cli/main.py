@@ -70,7 +70,7 @@ def _export_saber(args: argparse.Namespace) -> dict[str, int]:
     """The build's export, written from its DuckDB store."""
     from saber_assets.export.writer import write_export
     from saber_resources.config import load_build_config
-    from saber_resources.storage import DuckDBStore
+    from saber_resources.store.database import DuckDBStore
 
     build = load_build_config(args.profile)
     return write_export(DuckDBStore(database=str(build.database_path)), args.out)
@@ -79,7 +79,7 @@ def _export_saber(args: argparse.Namespace) -> dict[str, int]:
 def _export_mteb(args: argparse.Namespace) -> dict[str, int]:
     """An export folder (default: the build's) as an MTEB task; Dagster-free."""
     from saber_eval.mteb_task import write_mteb_task
-    from saber_resources.paths import SaberPaths
+    from saber_resources.store.paths import SaberPaths
 
     source = args.benchmark or SaberPaths.for_profile(args.profile).export_dir
     return write_mteb_task(source, args.out, args.setting)
@@ -88,7 +88,7 @@ def _export_mteb(args: argparse.Namespace) -> dict[str, int]:
 def _export_sabermath(args: argparse.Namespace) -> dict[str, int]:
     """An export folder (default: the build's) in the released SaberMath schema; Dagster-free."""
     from saber_eval.sabermath_format import write_sabermath
-    from saber_resources.paths import SaberPaths
+    from saber_resources.store.paths import SaberPaths
 
     return write_sabermath(
         args.benchmark or SaberPaths.for_profile(args.profile).export_dir, args.out
@@ -121,7 +121,7 @@ def _synth(args: argparse.Namespace) -> int:
 def _with_build(args: argparse.Namespace) -> int:
     """``build`` and ``lineage``: the subcommands that read the build's store."""
     from saber_resources.config import load_build_config
-    from saber_resources.storage import BuildLockedError, DuckDBStore
+    from saber_resources.store.database import BuildLockedError, DuckDBStore
 
     if args.command == "build" and not args.worker:
         from saber_cli.supervise import supervise_build
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``saber`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["eval"]:
-        from saber_eval import eval_main
+        from saber_eval.cli import eval_main
 
         return eval_main(argv[1:])
     if argv[:2] == ["study", "tournament"]:

@@ -16,32 +16,5 @@ envelopes), ``cache`` (embedding cache keyed by the exact text sent), ``retrieve
 ``runner`` (timing, metrics, run outputs), ``runfile`` (TREC run files), ``leaderboard``,
 ``plots`` (incl. the Pareto frontier), ``significance``, ``stability`` (intervals, rank
 stability), ``mteb_task`` (MTEB task and ``--via mteb``), ``correlation`` (SABER vs MTEB),
-``tracking`` (MLflow), ``cli`` (``eval_main``).
+``tracking`` (MLflow), ``version`` (the evaluation code's hash), ``cli`` (``eval_main``).
 """
-
-from __future__ import annotations
-
-import hashlib
-from functools import lru_cache
-from pathlib import Path
-
-PACKAGE_DIR = Path(__file__).resolve().parent
-
-
-@lru_cache(maxsize=1)
-def code_hash() -> str:
-    """sha256 (first 12 hex) of this package's sources and the pointwise prompt: the eval code."""
-    root = PACKAGE_DIR.parent
-    digest = hashlib.sha256()
-    for path in [*sorted(PACKAGE_DIR.glob("*.py")), root / "prompts" / "pointwise.md"]:
-        if path.exists():
-            digest.update(path.relative_to(root).as_posix().encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()[:12]
-
-
-def eval_main(argv: list[str]) -> int:
-    """The ``saber eval`` subcommand (see ``saber_eval.cli``)."""
-    from saber_eval.cli import eval_main as _main
-
-    return _main(argv)

@@ -28,15 +28,16 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from saber_eval.benchmark import MAIN_SETTING, SETTINGS, Benchmark, load_benchmark, parse_settings
+from saber_eval.benchmark import MAIN_SETTING, SETTINGS, Benchmark, parse_settings
 from saber_eval.leaderboard import Leaderboard, refresh_leaderboard
+from saber_eval.loading import load_benchmark
 from saber_eval.registry import Registry, load_registry
 from saber_eval.retrievers import Retriever, retriever_factory
 from saber_eval.runner import METRIC, RunResult, eval_dir, evaluate_specs, retriever_slug
 from saber_eval.significance import Comparison, compare
 from saber_eval.stability import N_RESAMPLES, BootstrapSettings
-from saber_resources.embedding_cache import EmbeddingCache
-from saber_resources.paths import SaberPaths
+from saber_resources.embeddings.cache import EmbeddingCache
+from saber_resources.store.paths import SaberPaths
 
 
 @dataclass(frozen=True)

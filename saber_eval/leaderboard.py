@@ -25,6 +25,12 @@ import duckdb
 import polars as pl
 
 from saber_eval.benchmark import SETTINGS
+from saber_eval.plots import (
+    confidence_plot,
+    per_domain_plot,
+    quality_latency_plot,
+    release_date_plot,
+)
 from saber_eval.registry import Registry
 from saber_eval.runner import METRIC, TREC_METRIC
 from saber_eval.stability import METRICS, BootstrapSettings, board_confidence
@@ -254,11 +260,27 @@ def refresh_leaderboard(
     bootstrap: BootstrapSettings | None = None,
 ) -> Leaderboard:
     """Rebuild the leaderboard files (and plots) of an eval folder from its run summaries."""
-    from saber_eval.plots import write_plots
-
     frame = leaderboard_frame(load_summaries(folder), registry)
     board = with_confidence(frame, Path(folder), bootstrap or BootstrapSettings())
     board.files = write_leaderboard(board, folder)
     if plots and frame.height:
         board.plots = write_plots(board.frame, Path(folder))
     return board
+
+
+def write_plots(frame: pl.DataFrame, folder: Path) -> dict[str, Path]:
+    """Every plot of a leaderboard frame, written into ``folder``."""
+    columns = public_columns(frame)
+    domains = columns[2 + len(NDCG_COLUMNS) : -2]
+    plots = {
+        "quality_latency": quality_latency_plot(frame, folder / "quality_latency.png"),
+        "per_domain": per_domain_plot(frame, domains, folder / "per_domain.png"),
+    }
+    if f"{METRIC}_ci_low" in frame.columns:
+        plots["confidence"] = confidence_plot(frame, folder / "confidence.png")
+    dated = release_date_plot(frame, folder / "release_date.png")
+    if dated is not None:
+        plots["release_date"] = dated
+    elif (folder / "release_date.png").exists():
+        (folder / "release_date.png").unlink()
+    return plots

@@ -212,23 +212,3 @@ def mteb_scatter(
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
-
-
-def write_plots(frame: pl.DataFrame, folder: Path) -> dict[str, Path]:
-    """Every plot of a leaderboard frame, written into ``folder``."""
-    from saber_eval.leaderboard import NDCG_COLUMNS, public_columns
-
-    columns = public_columns(frame)
-    domains = columns[2 + len(NDCG_COLUMNS) : -2]
-    plots = {
-        "quality_latency": quality_latency_plot(frame, folder / "quality_latency.png"),
-        "per_domain": per_domain_plot(frame, domains, folder / "per_domain.png"),
-    }
-    if f"{METRIC}_ci_low" in frame.columns:
-        plots["confidence"] = confidence_plot(frame, folder / "confidence.png")
-    dated = release_date_plot(frame, folder / "release_date.png")
-    if dated is not None:
-        plots["release_date"] = dated
-    elif (folder / "release_date.png").exists():
-        (folder / "release_date.png").unlink()
-    return plots

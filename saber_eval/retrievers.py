@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from saber_eval.registry import Kind
-from saber_resources.embedding_cache import EmbeddingCache, Encoder
+from saber_resources.embeddings.cache import EmbeddingCache, Encoder
 
 POINTWISE_PROMPT = "pointwise"
 BOXED = re.compile(r"\\boxed\{\s*([^{}]*?)\s*\}")
@@ -129,7 +129,7 @@ def resolve_model(name: str) -> tuple[str, str]:
     ``minilm`` → the packaged MiniLM (identity names the package version); an existing path →
     its absolute path; anything else is passed to sentence-transformers as a hub name.
     """
-    from saber_resources.embedder import default_embedder_path, model_identity
+    from saber_resources.embeddings.embedder import default_embedder_path, model_identity
 
     if name in ("", "minilm"):
         return default_embedder_path(), model_identity()
@@ -245,7 +245,7 @@ class LLMPointwiseRetriever(Retriever):
 
     spec: str
     backend: Any  # saber_resources.llm.base.LLMBackend
-    store: Any  # saber_resources.storage.DuckDBStore holding the call cache
+    store: Any  # saber_resources.store.database.DuckDBStore holding the call cache
     max_tokens: int = 16
     choice: bool = False
     seed: int = 0
@@ -256,7 +256,7 @@ class LLMPointwiseRetriever(Retriever):
 
     def __post_init__(self) -> None:
         from saber_resources.llm.cache import CachedLLM
-        from saber_resources.prompts import load_prompt
+        from saber_resources.llm.prompts import load_prompt
 
         self._prompt = load_prompt(POINTWISE_PROMPT)
         self._cached = CachedLLM(backend=self.backend, store=self.store, run_id=self.run_id)
@@ -267,7 +267,7 @@ class LLMPointwiseRetriever(Retriever):
         self.stats = dict.fromkeys(self.stats, 0)
 
     def _requests(self, task: Task) -> list:
-        from saber_resources.llm.base import LLMRequest
+        from saber_compute.llm.interface import LLMRequest
 
         return [
             LLMRequest(
@@ -364,7 +364,7 @@ def retriever_factory(
     def make(spec: str) -> Retriever:
         llm_store = None
         if spec.startswith("llm:"):
-            from saber_resources.storage import DuckDBStore
+            from saber_resources.store.database import DuckDBStore
 
             llm_store = overrides.get("llm_store") or DuckDBStore(
                 database=str(cache_path or Path("eval_cache.duckdb"))

@@ -38,11 +38,11 @@ import numpy as np
 import polars as pl
 
 from saber_core.evaluation.metrics import integer_labels, mean_by_labels, ndcg_at_k, ndcg_trec
-from saber_eval import code_hash
 from saber_eval.benchmark import Benchmark
 from saber_eval.registry import Registry, RetrieverEntry
 from saber_eval.retrievers import Retriever, Task
 from saber_eval.runfile import write_run
+from saber_eval.version import code_hash
 
 K = 10
 METRIC = f"ndcg@{K}"

@@ -120,7 +120,7 @@ def log_result(
         "median_latency_s": result.median_latency_s,
         "mean_latency_s": float(result.latency_s.mean()),
     }
-    from saber_eval import code_hash
+    from saber_eval.version import code_hash
 
     params = {
         "retriever": result.spec,

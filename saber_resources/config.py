@@ -28,7 +28,7 @@ import yaml
 from saber_core.construction import CHOICES, Construction, resolve
 from saber_core.discovery.pools import PoolConfig
 from saber_core.published import DOMAIN_MAP, DOMAIN_QUOTAS
-from saber_resources.paths import SaberPaths, profile_path
+from saber_resources.store.paths import SaberPaths, profile_path
 
 
 def config_section(core: type, name: str, doc: str, **extra: tuple[Any, Any]) -> type[dg.Config]:

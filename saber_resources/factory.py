@@ -8,7 +8,7 @@ import os
 import dagster as dg
 
 from saber_resources.config import BuildConfig
-from saber_resources.judge import EmbeddingJudge, LexicalJudge, LLMJudge, PairwiseJudge
+from saber_resources.judges import EmbeddingJudge, LexicalJudge, LLMJudge, PairwiseJudge
 from saber_resources.llm.base import LLMBackend
 from saber_resources.llm.embedded import EmbeddedBackend
 from saber_resources.llm.openai_compat import OpenAICompatibleBackend

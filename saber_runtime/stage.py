@@ -1,7 +1,7 @@
 """Reuse or compute: the one mechanism every asset uses.
 
 An asset's fingerprint hashes its settings, the code version of its module (all the project code
-it runs, :mod:`saber_runtime.code_version`) and the data versions of its upstream assets — the
+it runs, :mod:`saber_resources.code_version`) and the data versions of its upstream assets — the
 ``deps`` of its asset definition, declared once. If the manifest already holds that fingerprint
 (and the tables and files it wrote still exist), the stored tables are reused and nothing is
 recomputed; otherwise the stage computes, writes its tables with lineage columns and records the
@@ -18,8 +18,8 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from saber_resources.storage import DuckDBStore, Lineage, stable_hash
-from saber_runtime.code_version import code_version
+from saber_resources.code_version import code_version
+from saber_resources.store.database import DuckDBStore, Lineage, stable_hash
 from saber_runtime.metadata import markdown_preview, metadata_value, png_markdown
 
 

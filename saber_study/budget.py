@@ -32,8 +32,8 @@ import numpy as np
 from scipy.special import expit
 
 from saber_core.rating.bradley_terry import fit_bradley_terry, rescale_ratings
+from saber_core.rating.comparisons import Comparisons, hard_outcomes
 from saber_core.tournament.adaptive import STOPPED, AdaptiveRule
-from saber_core.tournament.comparisons import Comparisons, hard_outcomes
 from saber_core.tournament.pairing import AdaptiveResult, run_pairing
 from saber_core.tournament.presentation import (
     PRESENTATIONS,

@@ -43,7 +43,7 @@ import numpy as np
 from scipy.special import expit
 
 from saber_core.rating.bradley_terry import fit_bradley_terry
-from saber_core.tournament.comparisons import Comparisons
+from saber_core.rating.comparisons import Comparisons
 from saber_core.tournament.pairing import (
     greedy_matching,
     hard_outcomes,

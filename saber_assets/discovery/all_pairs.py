@@ -30,7 +30,7 @@ from saber_core.discovery.pools import sample_queries
 from saber_core.ontology.tag_paths import tree_from_frame
 from saber_core.published import GROUPS
 from saber_resources.config import BuildConfig
-from saber_resources.storage import DuckDBStore
+from saber_resources.store.database import DuckDBStore
 from saber_runtime.stage import StageOutput, materialize_stage
 
 INPUTS = ["corpus", "ontology", "summaries", "topic_annotations"]

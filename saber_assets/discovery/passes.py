@@ -12,6 +12,7 @@ import time
 import dagster as dg
 import numpy as np
 
+from saber_compute.pass_checkpoint import PassFolder
 from saber_core.discovery.all_pairs import PairScorer
 from saber_core.discovery.pair_kernel import PairArrays
 from saber_core.discovery.passes import (
@@ -25,11 +26,10 @@ from saber_core.discovery.passes import (
     sample_histograms,
     sample_rows,
 )
+from saber_resources.code_version import code_version
 from saber_resources.config import BuildConfig
-from saber_resources.pass_checkpoint import PassFolder
 from saber_resources.slurm import slurm_dispatch_from_build
 from saber_resources.slurm.allpairs_jobs import AllPairsJobs, ShardJobSettings, sharded_pass
-from saber_runtime.code_version import code_version
 
 PAIRS_PER_UNIT = 100_000_000  # a few seconds of one core: the resume granularity
 

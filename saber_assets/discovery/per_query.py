@@ -26,7 +26,7 @@ from saber_core.discovery.per_query import (
 from saber_core.discovery.pools import PoolConfig, sample_queries
 from saber_core.signals.jaccard import TOKENIZER_VERSION, build_token_matrix, jaccard_dense_block
 from saber_resources.config import BuildConfig
-from saber_resources.storage import DuckDBStore
+from saber_resources.store.database import DuckDBStore
 from saber_runtime.metadata import check
 from saber_runtime.stage import StageOutput, materialize_stage
 

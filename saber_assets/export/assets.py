@@ -7,9 +7,9 @@ import polars as pl
 from saber_assets.export.report import judge_warning, ratings_plot, report_markdown, signals_plot
 from saber_assets.export.writer import write_export
 from saber_resources.config import BuildConfig
-from saber_resources.judge import PairwiseJudge
+from saber_resources.judges import PairwiseJudge
 from saber_resources.slurm import SlurmDispatch, producing_runs, report_items
-from saber_resources.storage import DuckDBStore
+from saber_resources.store.database import DuckDBStore
 from saber_runtime.stage import StageOutput, materialize_stage
 
 

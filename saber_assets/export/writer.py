@@ -29,8 +29,8 @@ import polars as pl
 
 from saber_core.evaluation.metrics import integer_labels
 from saber_core.inputs.corpus import full_text_expr
-from saber_resources.judge import PROVENANCE_COLUMNS
-from saber_resources.storage import LINEAGE_COLUMNS, DuckDBStore
+from saber_resources.judges import PROVENANCE_COLUMNS
+from saber_resources.store.database import LINEAGE_COLUMNS, DuckDBStore
 
 JUDGMENT_SCHEMA = {
     "query_id": pl.String,

@@ -29,8 +29,8 @@ from saber_assets.validity.report import (
 )
 from saber_assets.validity.variants import Variant, play_variant
 from saber_core.inputs.corpus import full_text_expr
+from saber_core.rating.comparisons import PlayedRounds
 from saber_core.signals.jaccard import TOKENIZER_VERSION, build_token_matrix, pool_jaccard
-from saber_core.tournament.comparisons import PlayedRounds
 from saber_core.tournament.judgment_table import tournament_violations
 from saber_core.validity.contamination import contamination_flags
 from saber_core.validity.reliability import (
@@ -41,12 +41,12 @@ from saber_core.validity.reliability import (
 )
 from saber_core.validity.round_robin import round_robin_agreement
 from saber_core.validity.triage import triage_replay
-from saber_eval import code_hash as eval_code_hash
+from saber_eval.version import code_hash as eval_code_hash
 from saber_resources.config import BuildConfig
-from saber_resources.judge import PairwiseJudge
+from saber_resources.judges import PairwiseJudge
 from saber_resources.slurm import SlurmDispatch
-from saber_resources.sources import alternative_summaries, load_corpus_frame
-from saber_resources.storage import DuckDBStore
+from saber_resources.store.database import DuckDBStore
+from saber_resources.store.sources import alternative_summaries, load_corpus_frame
 from saber_runtime.metadata import check
 from saber_runtime.stage import StageOutput, materialize_stage
 

@@ -24,9 +24,9 @@ from saber_assets.validity.variants import play_variant
 from saber_core.construction import FIX_NEEDS, FIXES, Construction
 from saber_core.validity.reliability import mean_and_se, sample_subset
 from saber_resources.config import BuildConfig
-from saber_resources.judge import PairwiseJudge
+from saber_resources.judges import PairwiseJudge
 from saber_resources.slurm import SlurmDispatch
-from saber_resources.storage import DuckDBStore
+from saber_resources.store.database import DuckDBStore
 from saber_runtime.stage import StageOutput, materialize_stage
 
 DISCOVERY_FIXES = ("ancestor_check", "root_self_similarity", "empty_idea_jaccard")

@@ -11,13 +11,13 @@ from saber_assets.tournament import calls_per_judgment
 from saber_core.rating.bradley_terry import rescale_ratings
 from saber_core.tournament.presentation import first_answer_share, group_bias
 from saber_core.validity.leaderboard_stability import leaderboard_stability
-from saber_eval import code_hash as eval_code_hash
 from saber_eval.benchmark import MAIN_SETTING, in_memory_benchmark
 from saber_eval.registry import load_registry
 from saber_eval.retrievers import retriever_factory
 from saber_eval.runner import run_retriever
+from saber_eval.version import code_hash as eval_code_hash
 from saber_resources.config import BuildConfig
-from saber_resources.storage import DuckDBStore
+from saber_resources.store.database import DuckDBStore
 
 LEADERBOARD_RETRIEVERS = tuple(r for r in DEFAULT_RETRIEVERS if r != "jaccard")
 

@@ -11,7 +11,7 @@ import polars as pl
 
 from saber_assets.tables import corpus_texts
 from saber_assets.tournament import bound_judge
-from saber_core.tournament.comparisons import PlayedRounds
+from saber_core.rating.comparisons import PlayedRounds
 from saber_core.tournament.judgment_table import RoundRules, play_tournament, rating_table
 from saber_core.validity.reliability import recipe_agreement
 from saber_eval.benchmark import MAIN_SETTING, in_memory_benchmark

@@ -1,2 +1,3 @@
-"""Ratings from judgments: Bradley–Terry fits (:mod:`.bradley_terry`, the exact penalized optimum;
-:mod:`.bradley_terry_published`, the published scikit-learn lbfgs fit) and label scales."""
+"""Ratings from judgments: comparisons as rows (:mod:`.comparisons`), Bradley–Terry fits
+(:mod:`.bradley_terry`, the exact penalized optimum; :mod:`.bradley_terry_published`, the
+published scikit-learn lbfgs fit) and label scales."""

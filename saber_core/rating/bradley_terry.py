@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager, nullcontext
 import numpy as np
 from scipy.special import expit
 
-from saber_core.tournament.comparisons import Comparisons
+from saber_core.rating.comparisons import Comparisons
 
 _CHUNK_ELEMENTS = 250_000  # Hessian entries (Q_chunk · n · n) held at once
 

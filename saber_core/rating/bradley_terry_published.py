@@ -30,7 +30,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from saber_core.rating.bradley_terry import fit_bradley_terry
-from saber_core.tournament.comparisons import Comparisons
+from saber_core.rating.comparisons import Comparisons
 
 LBFGS_OPTIONS = {"maxiter": 100, "maxls": 50, "gtol": 1e-4, "ftol": 64 * np.finfo(float).eps}
 

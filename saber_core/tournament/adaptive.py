@@ -43,7 +43,7 @@ from scipy.special import expit
 
 from saber_core.evaluation.metrics import ndcg_at_k
 from saber_core.rating.bradley_terry import fit_bradley_terry, rescale_ratings
-from saber_core.tournament.comparisons import Comparisons
+from saber_core.rating.comparisons import Comparisons
 from saber_core.tournament.matching import greedy_matching, information_weights
 from saber_core.tournament.swiss import swiss_round
 

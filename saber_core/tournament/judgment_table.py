@@ -27,8 +27,8 @@ import polars as pl
 
 from saber_core.rating.bradley_terry import fit_bradley_terry, rescale_ratings
 from saber_core.rating.bradley_terry_published import published_strengths, relevance_scores
+from saber_core.rating.comparisons import PlayedRounds, hard_outcomes
 from saber_core.tournament.adaptive import DEFAULT_RULE, STOPPED, AdaptiveRule, RoundPlan
-from saber_core.tournament.comparisons import PlayedRounds, hard_outcomes
 from saber_core.tournament.pairing import plan_round
 from saber_core.tournament.presentation import present, presentation_flips
 from saber_core.tournament.swiss_published import published_orders, published_round

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from saber_core.rating.bradley_terry import fit_bradley_terry
+from saber_core.rating.comparisons import Comparisons, hard_outcomes, soft_outcomes
 from saber_core.tournament.adaptive import DEFAULT_RULE, AdaptiveRule, RoundPlan, adaptive_round
-from saber_core.tournament.comparisons import Comparisons, hard_outcomes, soft_outcomes
 from saber_core.tournament.matching import greedy_matching, information_weights
 from saber_core.tournament.swiss import SwissResult, swiss_round
 
@@ -55,7 +55,7 @@ class AdaptiveResult(SwissResult):
 
     def comparisons(self, soft: bool = False) -> Comparisons:
         """The played rows with hard outcomes, or the judge's probabilities when ``soft``
-        (:func:`saber_core.tournament.comparisons.soft_outcomes`)."""
+        (:func:`saber_core.rating.comparisons.soft_outcomes`)."""
         rows = super().comparisons()
         played = self.p_first[self.pairs[..., 0] >= 0]
         return rows.with_outcomes(soft_outcomes(played)) if soft else rows

@@ -21,7 +21,7 @@ from itertools import combinations
 
 import numpy as np
 
-from saber_core.tournament.comparisons import Comparisons
+from saber_core.rating.comparisons import Comparisons
 
 Judge = Callable[[int, np.ndarray], np.ndarray]
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from saber_core.published import SWISS_BATCH, SWISS_ROUNDS, SWISS_SEED, SWISS_WINDOW
-from saber_core.tournament.comparisons import Comparisons
+from saber_core.rating.comparisons import Comparisons
 from saber_core.tournament.swiss import repair_round
 
 PRESENTATION_STREAM = 10  # the presentation fix's generators: default_rng([seed, 10, r, q])

@@ -4,7 +4,7 @@ recipe sensitivity (issue 8). Pure numpy/scipy, batched over queries.
 Shapes follow :mod:`saber_core.tournament.swiss` and :mod:`saber_core.rating.bradley_terry`:
 ratings are
 ``(Q, n)`` arrays (``Q`` queries, ``n`` candidates); judgments are
-:class:`saber_core.tournament.comparisons.Comparisons` (flat rows, ``y`` = P(``a`` beats ``b``) in
+:class:`saber_core.rating.comparisons.Comparisons` (flat rows, ``y`` = P(``a`` beats ``b``) in
 [0, 1],
 hard 0/1 or soft, NaN = dropped).
 
@@ -30,7 +30,7 @@ import polars as pl
 from scipy.stats import rankdata
 
 from saber_core.rating.bradley_terry import fit_bradley_terry
-from saber_core.tournament.comparisons import Comparisons
+from saber_core.rating.comparisons import Comparisons
 
 _PAIR_ELEMENTS = 2_000_000  # (Q_chunk · n · n) sign entries held at once
 

@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 
 from saber_core.rating.bradley_terry import fit_bradley_terry
-from saber_core.tournament.comparisons import Comparisons, hard_outcomes, soft_outcomes
+from saber_core.rating.comparisons import Comparisons, hard_outcomes, soft_outcomes
 from saber_core.tournament.judgment_table import TextJudge
 from saber_core.tournament.swiss import round_robin_pairs
 from saber_core.validity.reliability import kendall_tau_b, pairwise_agreement

@@ -30,7 +30,7 @@ import polars as pl
 from scipy.special import expit
 
 from saber_core.rating.bradley_terry import fit_bradley_terry
-from saber_core.tournament.comparisons import Comparisons
+from saber_core.rating.comparisons import Comparisons
 from saber_core.validity.reliability import kendall_tau_b, mean_and_se
 
 

@@ -1,70 +1,28 @@
-"""The one LLM interface: a batch of chat requests in, one result per request out.
+"""The LLM backend resource: one Dagster ``ConfigurableResource`` interface over every engine.
 
-A request carries everything that determines its answer (messages, sampling parameters, seed,
-an optional constrained choice set), so its cache key is a hash of exactly that plus the
-backend's identity. ``choices`` asks the backend to answer with one of the given strings (vLLM
-guided choice, the embedded backend's next-token scoring); when the backend can, it also returns
-the log-probability of each choice.
+The request and result types and the engines themselves are Dagster-free
+(:mod:`saber_compute.llm.interface`): a backend resource holds an engine's settings and names it
+by :meth:`LLMBackend.engine_spec`, so the SLURM payload and the LLM server build the very same
+engine on a compute node. :class:`EngineBackend` delegates to the engine it names (built once per
+process and configuration); a backend answering in the Dagster process itself (the
+OpenAI-compatible HTTP client, test fakes) implements ``generate`` directly.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import math
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import dagster as dg
 
+from saber_compute.llm.interface import LLMRequest, LLMResult, build_engine
 
-@dataclass(frozen=True)
-class ChatMessage:
-    """One chat message."""
-
-    role: str
-    content: str
-
-
-@dataclass(frozen=True)
-class LLMRequest:
-    """One call: messages, sampling parameters and the prompt it was rendered from."""
-
-    messages: tuple[ChatMessage, ...]
-    prompt_id: str
-    prompt_hash: str
-    input_hash: str
-    max_tokens: int = 256
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: int = 0
-    choices: tuple[str, ...] | None = None
-    logprobs: bool = False
-
-    def sampling(self) -> dict:
-        """The sampling parameters (part of the cache key and of provenance)."""
-        return {
-            "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "seed": self.seed,
-            "choices": list(self.choices) if self.choices else None,
-            "logprobs": self.logprobs,
-        }
-
-
-@dataclass(frozen=True)
-class LLMResult:
-    """One answer: text, optional per-choice log-probabilities, usage, or an error."""
-
-    text: str
-    response_id: str = ""
-    choice_logprobs: dict[str, float] | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    error: str | None = None
-    extra: dict = field(default_factory=dict)
+SECRET_HINTS = ("key", "secret", "token", "password")
+_ENGINES: dict[tuple[str, str], Any] = {}
+_ENGINES_LOCK = threading.Lock()
 
 
 class LLMBackend(dg.ConfigurableResource, ABC):
@@ -81,47 +39,54 @@ class LLMBackend(dg.ConfigurableResource, ABC):
     def load(self) -> None:
         """Load the model now (an LLM server times its one load); default: nothing to load."""
 
-
-def call_key(identity: dict[str, str], request: LLMRequest) -> str:
-    """Cache key: sha256 over (backend identity, prompt hash, sampling params, input hash).
-
-    The rendered messages are hashed too, so a change in how a prompt is filled never reuses
-    an answer to different text.
-    """
-    payload = {
-        "identity": identity,
-        "prompt_hash": request.prompt_hash,
-        "sampling": request.sampling(),
-        "input_hash": request.input_hash,
-        "messages": [asdict(m) for m in request.messages],
-    }
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
+    def engine_spec(self) -> tuple[str, dict[str, Any]]:
+        """``(module:Class, config)`` a compute node builds this backend's engine from
+        (:func:`saber_compute.llm.interface.build_engine`); default: the resource itself."""
+        cls = type(self)
+        return f"{cls.__module__}:{cls.__name__}", self.model_dump()
 
 
-def match_choice_logprobs(
-    candidates: Iterable[tuple[str | None, float]], choices: Sequence[str]
-) -> dict[str, float]:
-    """Each choice's log-probability as the first generated token, from its top-k candidates.
+class EngineBackend(LLMBackend):
+    """A backend whose answers come from a Dagster-free engine (``ENGINE``: ``module:Class``),
+    configured by the resource's fields and built once per process and configuration."""
 
-    ``candidates`` are (token text, log-prob) pairs without duplicates. A token matches a choice
-    when both are equal after stripping whitespace; several matching tokens (``"1"`` and ``" 1"``)
-    are combined by log-sum-exp. A choice that matches no candidate is omitted (its probability
-    is below the top-k cut-off), so the result can be empty. Only the first token is looked at:
-    choices should differ in their first token (``"1"``/``"2"``, ``"A"``/``"B"``).
-    """
-    wanted = {c.strip(): c for c in choices}
-    matched: dict[str, list[float]] = {}
-    for token, logprob in candidates:
-        if token is None or logprob is None:
-            continue
-        choice = wanted.get(token.strip())
-        if choice is not None:
-            matched.setdefault(choice, []).append(float(logprob))
-    return {choice: _logsumexp(values) for choice, values in matched.items()}
+    ENGINE: ClassVar[str]
+
+    def engine_spec(self) -> tuple[str, dict[str, Any]]:
+        """The engine class and the resource's fields as its config."""
+        return self.ENGINE, self.model_dump()
+
+    def engine(self) -> Any:
+        """The process-wide engine for this configuration."""
+        spec, config = self.engine_spec()
+        key = (spec, repr(sorted(config.items())))
+        with _ENGINES_LOCK:
+            if key not in _ENGINES:
+                _ENGINES[key] = build_engine(spec, config)
+            return _ENGINES[key]
+
+    def generate(self, requests: Sequence[LLMRequest]) -> list[LLMResult]:
+        """The engine's answers."""
+        return self.engine().generate(requests)
+
+    def identity(self) -> dict[str, str]:
+        """The engine's identity."""
+        return self.engine().identity()
+
+    def load(self) -> None:
+        """Load the engine's model now."""
+        self.engine().load()
 
 
-def _logsumexp(values: list[float]) -> float:
-    top = max(values)
-    if math.isinf(top):
-        return top
-    return top + math.log(sum(math.exp(v - top) for v in values))
+def forget_engines() -> None:
+    """Drop the process's engines (tests)."""
+    with _ENGINES_LOCK:
+        _ENGINES.clear()
+
+
+def backend_spec(backend: LLMBackend) -> tuple[str, dict[str, Any]]:
+    """``module:Class`` and the JSON-able config a compute node builds the backend's engine
+    from (secret-looking fields dropped: a key never leaves this process)."""
+    spec, config = backend.engine_spec()
+    kept = {k: v for k, v in config.items() if not any(h in k.lower() for h in SECRET_HINTS)}
+    return spec, json.loads(json.dumps(kept, default=str))

@@ -15,8 +15,9 @@ from datetime import UTC, datetime
 
 import polars as pl
 
-from saber_resources.llm.base import LLMBackend, LLMRequest, LLMResult, call_key
-from saber_resources.storage import DuckDBStore
+from saber_compute.llm.interface import LLMRequest, LLMResult, call_key
+from saber_resources.llm.base import LLMBackend
+from saber_resources.store.database import DuckDBStore
 
 TABLE = "llm_calls"
 SCHEMA = f"""

@@ -37,7 +37,8 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from saber_resources.llm.base import LLMBackend, LLMRequest, LLMResult, match_choice_logprobs
+from saber_compute.llm.interface import LLMRequest, LLMResult, match_choice_logprobs
+from saber_resources.llm.base import LLMBackend
 
 GUIDED_CHOICE_FORMATS = ("structured_outputs", "guided_choice")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})

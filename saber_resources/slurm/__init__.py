@@ -1,8 +1,9 @@
 """SLURM execution of LLM calls through dagster-slurm: settings and cluster profiles
 (:mod:`.settings`), the run's LLM-server allocation (:mod:`.allocation`, the default mode), the
-per-shard dispatcher (:mod:`.dispatcher`), cost records (:mod:`.costs`) and the private
-dagster-slurm calls the per-shard mode relies on (:mod:`.adapter`). The job payloads are
-``saber_resources/slurm_payload.py`` (one shard) and ``saber_resources/slurm_server.py`` (the
+per-shard dispatcher (:mod:`.dispatcher`), the choice between them (:mod:`.dispatch`), cost
+records (:mod:`.costs`) and the private dagster-slurm calls the per-shard mode relies on
+(:mod:`.adapter`). The job payloads are
+``saber_compute/llm_shard.py`` (one shard) and ``saber_compute/llm_server.py`` (the
 allocation's LLM server)."""
 
 from saber_resources.slurm.allocation import (
@@ -25,6 +26,7 @@ from saber_resources.slurm.costs import (
     stage_costs,
     summarize_jobs,
 )
+from saber_resources.slurm.dispatch import maybe_dispatcher, open_dispatch
 from saber_resources.slurm.dispatcher import (
     PAYLOAD,
     Attempt,
@@ -32,7 +34,6 @@ from saber_resources.slurm.dispatcher import (
     ShardRecord,
     SlurmDispatcher,
     SlurmShardError,
-    maybe_dispatcher,
     plan_shards,
 )
 from saber_resources.slurm.settings import (
@@ -68,6 +69,7 @@ __all__ = [
     "load_cluster_profile",
     "maybe_dispatcher",
     "model_key",
+    "open_dispatch",
     "plan_shards",
     "producing_runs",
     "release_run",

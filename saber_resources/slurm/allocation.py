@@ -8,7 +8,7 @@ exactly as the per-shard mode does, and
    answered once, by any run or mode, is never answered again);
 2. uploads the other shards' requests and puts them into the inbox of the run's allocation for
    this model, ``<remote_base>/allocations/<run_id>/<model_key>/`` (layout and server loop:
-   ``saber_resources/slurm_server.py``);
+   ``saber_compute/llm_server.py``);
 3. under a lock on the cluster (``flock``) makes sure a server job is queued or running for that
    allocation: the first stage of a run that needs the model submits it (``sbatch`` with the
    profile's partition, account, QoS, GPUs, CPUs, memory, ``time_limit`` and
@@ -52,7 +52,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from dagster_slurm.helpers.ssh_pool import SSHConnectionPool
 
-from saber_resources.llm.base import LLMBackend, LLMRequest, LLMResult
+from saber_compute.llm.interface import LLMRequest, LLMResult
+from saber_compute.llm_server import CLEAN_EXITS, SERVER_JSON
+from saber_compute.llm_shard import (
+    RESULTS,
+    payload_version,
+    requests_to_table,
+    table_to_results,
+)
+from saber_resources.llm.base import LLMBackend
 from saber_resources.slurm.dispatcher import (
     Attempt,
     ShardDispatch,
@@ -61,16 +69,9 @@ from saber_resources.slurm.dispatcher import (
     plan_shards,
 )
 from saber_resources.slurm.settings import SlurmDispatch, payload_lines
-from saber_resources.slurm_payload import (
-    RESULTS,
-    payload_version,
-    requests_to_table,
-    table_to_results,
-)
-from saber_resources.slurm_server import CLEAN_EXITS, SERVER_JSON
-from saber_resources.storage import DuckDBStore
+from saber_resources.store.database import DuckDBStore
 
-SERVER_MODULE = "saber_resources.slurm_server"
+SERVER_MODULE = "saber_compute.llm_server"
 ACTIVE_STATES = (
     "PENDING",
     "RUNNING",

@@ -1,11 +1,11 @@
 """All-pairs passes as SLURM CPU jobs: one job array per pass, one task per shard.
 
 The units of a pass still to do are cut into ``shards`` contiguous runs
-(:func:`~saber_resources.allpairs_shard.plan_shards`). The pass's cluster folder
+(:func:`~saber_compute.allpairs_shard.plan_shards`). The pass's cluster folder
 ``<remote_base>/allpairs/<pass folder name>/shards-<plan hash>/`` gets the kernel arrays
 (``arrays.npz``) and the plan (``plan.json``); one ``sbatch --array`` submits a task per shard
 that is not finished there (``shard-K/complete.npz``), each running
-``python -m saber_resources.allpairs_shard`` with ``cpus`` threads (no GPU). One command over
+``python -m saber_compute.allpairs_shard`` with ``cpus`` threads (no GPU). One command over
 the process's one SSH connection polls the tasks and their progress every
 ``status_poll_seconds``. Tasks that end without their result (failed, preempted, timed out)
 are submitted again — resuming from the partials they saved — at most ``max_retries`` times;
@@ -32,14 +32,14 @@ from typing import Any
 
 from dagster_slurm.helpers.ssh_pool import SSHConnectionPool
 
+from saber_compute.allpairs_shard import ARRAYS, PLAN, kernel_digest, plan_shards
+from saber_compute.pass_checkpoint import save_arrays
 from saber_core.discovery.pair_kernel import PairArrays
 from saber_core.discovery.passes import Band
-from saber_resources.allpairs_shard import ARRAYS, PLAN, kernel_digest, plan_shards
-from saber_resources.pass_checkpoint import save_arrays
 from saber_resources.slurm.settings import SlurmDispatch, payload_lines
 from saber_resources.slurm.transfer import get_file, put_file
 
-PAYLOAD_MODULE = "saber_resources.allpairs_shard"
+PAYLOAD_MODULE = "saber_compute.allpairs_shard"
 ACTIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED")
 PROGRESS_EVERY_S = 30.0
 LOG_TAIL_LINES = 30

@@ -23,7 +23,7 @@ import polars as pl
 from saber_resources.slurm.allocation import release_run, run_costs
 from saber_resources.slurm.dispatcher import COST_TABLE
 from saber_resources.slurm.settings import SlurmDispatch
-from saber_resources.storage import MANIFEST, DuckDBStore
+from saber_resources.store.database import MANIFEST, DuckDBStore
 
 RUN_TABLE = "slurm_run_costs"
 RUN_SCHEMA = f"""

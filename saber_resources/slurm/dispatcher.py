@@ -3,16 +3,17 @@ shard, retries) and what both modes share (:class:`ShardDispatch`: shard keys, t
 provenance stamps, metadata and the stage's cost record).
 
 ``SlurmDispatch`` is the resource (cluster, queue, shard and retry settings);
-``SlurmDispatch.dispatcher(context, backend)`` returns the callable that ``CachedLLM`` calls for
-its cache misses — :class:`SlurmDispatcher` here for ``mode: per_shard``, the run's allocation
-(:mod:`saber_resources.slurm.allocation`) by default. A per-shard call cuts the requests (in
+:func:`saber_resources.slurm.dispatch.open_dispatch` returns the callable that ``CachedLLM``
+calls for its cache misses — :class:`SlurmDispatcher` here for ``mode: per_shard``, the run's
+allocation (:mod:`saber_resources.slurm.allocation`) by default. A per-shard call cuts the requests
+(in
 CachedLLM's order: a round's judge requests come query by query, so query-first prompts sharing
 a prefix sit together for vLLM's prefix cache; ``sort_by_prompt`` groups them across the whole
 call) into shards of ``shard_size``, writes each
 shard as ``requests.parquet`` into its own folder on the cluster
 (``<remote_base>/shards/<content hash>``) and submits one job per shard with dagster-slurm's
 ``ComputeResource.run`` (mode ``slurm``, pre-deployed payload environment, ``BashLauncher``).
-The payload (``saber_resources/slurm_payload.py``) rebuilds the backend from its spec, answers
+The payload (``saber_compute/llm_shard.py``) rebuilds the backend from its spec, answers
 the shard, writes ``results.parquet`` and reports progress and throughput through dagster-pipes.
 
 * A shard whose results already exist (same requests, same backend) is never submitted again.
@@ -47,21 +48,22 @@ import dagster as dg
 import pyarrow.parquet as pq
 from dagster_slurm.helpers.ssh_pool import SSHConnectionPool
 
-from saber_resources.llm.base import LLMBackend, LLMRequest, LLMResult
-from saber_resources.slurm.adapter import step_run_dir
-from saber_resources.slurm.settings import SlurmDispatch
-from saber_resources.slurm.transfer import get_file, put_file
-from saber_resources.slurm_payload import (
+from saber_compute import llm_shard
+from saber_compute.llm.interface import LLMRequest, LLMResult
+from saber_compute.llm_shard import (
     REQUESTS,
     RESULTS,
     STATS,
-    backend_spec,
     requests_to_table,
     table_to_results,
 )
-from saber_resources.storage import DuckDBStore
+from saber_resources.llm.base import LLMBackend, backend_spec
+from saber_resources.slurm.adapter import step_run_dir
+from saber_resources.slurm.settings import SlurmDispatch
+from saber_resources.slurm.transfer import get_file, put_file
+from saber_resources.store.database import DuckDBStore
 
-PAYLOAD = Path(__file__).resolve().parents[1] / "slurm_payload.py"
+PAYLOAD = Path(llm_shard.__file__).resolve()
 LOG_TAIL_LINES = 30
 CANCELLED_RUN = (dg.DagsterRunStatus.CANCELING, dg.DagsterRunStatus.CANCELED)
 COST_TABLE = "slurm_stage_costs"
@@ -492,17 +494,3 @@ class SlurmDispatcher(ShardDispatch):
         step = self._step_dir(pool)
         if step and "/runs/" in step:
             pool.run(f"rm -rf -- {shlex.quote(step)}")
-
-
-def maybe_dispatcher(
-    build: Any,
-    slurm: SlurmDispatch | None,
-    context: dg.AssetExecutionContext,
-    backend: LLMBackend | None,
-    store: DuckDBStore | None = None,
-) -> ShardDispatch | None:
-    """The SLURM dispatch when ``build.execution == "slurm"`` (the run's allocation, or one job
-    per shard), else None (in-process calls); ``store`` records the stage's cost."""
-    if slurm is None or backend is None or build.execution != "slurm":
-        return None
-    return slurm.dispatcher(context, backend, store)

@@ -7,7 +7,7 @@ import os
 import re
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import dagster as dg
 import yaml
@@ -19,13 +19,6 @@ from dagster_slurm import (
     SSHConnectionResource,
 )
 from pydantic import Field, field_validator
-
-from saber_resources.llm.base import LLMBackend
-
-if TYPE_CHECKING:
-    from saber_resources.slurm.allocation import AllocationDispatcher
-    from saber_resources.slurm.dispatcher import SlurmDispatcher
-    from saber_resources.storage import DuckDBStore
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_PROFILES = PROJECT_ROOT / "slurm" / "profiles"
@@ -171,22 +164,6 @@ class SlurmDispatch(dg.ConfigurableResource):
     def shard_dir(self, key: str) -> str:
         """The cluster folder of one shard."""
         return f"{self.remote_base}/shards/{key}"
-
-    def dispatcher(
-        self,
-        context: dg.AssetExecutionContext,
-        backend: LLMBackend,
-        store: DuckDBStore | None = None,
-    ) -> SlurmDispatcher | AllocationDispatcher:
-        """The dispatch for one asset execution: the run's allocation (``mode="allocation"``)
-        or one job per shard; ``store`` records the stage's cost (``slurm_stage_costs``)."""
-        if self.mode == "allocation":
-            from saber_resources.slurm.allocation import AllocationDispatcher
-
-            return AllocationDispatcher(self, context, backend, store)
-        from saber_resources.slurm.dispatcher import SlurmDispatcher
-
-        return SlurmDispatcher(self, context, backend, store)
 
 
 def expand_env(text: str) -> str:

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
-from saber_resources.llm.base import LLMBackend, LLMRequest, LLMResult
+from saber_compute.llm.interface import LLMRequest, LLMResult
+from saber_resources.llm.base import LLMBackend
 
 CALLS: Counter = Counter()
 

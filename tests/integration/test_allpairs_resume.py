@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 from allpairs_corpus import scorer as make_scorer
 
+from saber_compute.pass_checkpoint import PassFolder
 from saber_core.discovery.passes import Band, pass_key, resolve_counts, row_units, run_pass
-from saber_resources.pass_checkpoint import PassFolder
 
 UNITS = 60
 BAND = Band(0x3400, 300, 0x2E00, 300)  # values 0.25… and 0.094…: wide, many events

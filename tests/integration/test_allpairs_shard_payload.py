@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 from allpairs_corpus import scorer as make_scorer
 
-from saber_core.discovery.passes import Band, PassTotals, row_units, run_pass
-from saber_resources.allpairs_shard import (
+from saber_compute.allpairs_shard import (
     ARRAYS,
     CODE_MISMATCH,
     PLAN,
@@ -21,7 +20,8 @@ from saber_resources.allpairs_shard import (
     run_shard,
     shard_folder,
 )
-from saber_resources.pass_checkpoint import load_arrays, save_arrays, save_totals
+from saber_compute.pass_checkpoint import load_arrays, save_arrays, save_totals
+from saber_core.discovery.passes import Band, PassTotals, row_units, run_pass
 
 BAND = Band(0x3400, 300, 0x2E00, 300)
 
@@ -114,6 +114,6 @@ def test_shard_script_is_a_cpu_job_in_the_payload_environment_named_by_the_run()
     assert f"#SBATCH --chdir={work.remote}/jobs/run-7" in lines  # stop_run finds the run's tasks
     assert work.remote.startswith("/scratch/saber/allpairs/pass1-abc/shards-")
     assert "export PYTHONPATH=/src/saber" in lines
-    python = "exec /opt/saber-env/env/bin/python -u -m saber_resources.allpairs_shard"
+    python = "exec /opt/saber-env/env/bin/python -u -m saber_compute.allpairs_shard"
     assert lines[-1].startswith(python)
     assert '--shard "$SLURM_ARRAY_TASK_ID" --workers 8' in lines[-1]

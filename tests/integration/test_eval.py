@@ -12,8 +12,8 @@ import pytest
 from test_eval_data import QUERIES, write_tiny_benchmark
 
 from saber_core.evaluation.metrics import ndcg_at_k
-from saber_eval.benchmark import load_benchmark
 from saber_eval.leaderboard import leaderboard_frame, load_summaries, refresh_leaderboard
+from saber_eval.loading import load_benchmark
 from saber_eval.plots import pareto_frontier
 from saber_eval.registry import INSTRUCTION_TEMPLATE, load_registry, parse_date
 from saber_eval.retrievers import Retriever, Task, make_retriever
@@ -457,7 +457,7 @@ def test_importing_saber_eval_imports_neither_dagster_nor_mlflow():
     import sys
 
     code = (
-        "import sys, saber_eval, saber_eval.benchmark, saber_resources.embedding_cache, "
+        "import sys, saber_eval, saber_eval.benchmark, saber_resources.embeddings.cache, "
         "saber_eval.cli, "
         "saber_eval.leaderboard, saber_eval.plots, saber_eval.registry, saber_eval.retrievers, "
         "saber_eval.runfile, saber_eval.runner, saber_eval.significance, saber_eval.tracking, "

@@ -17,14 +17,14 @@ from test_eval import FixedScores
 from test_eval_data import QUERIES, write_tiny_benchmark
 
 from saber_core.evaluation.metrics import integer_labels, ndcg_at_k
-from saber_eval.benchmark import load_benchmark
 from saber_eval.cli import eval_main
+from saber_eval.loading import load_benchmark
 from saber_eval.mteb_task import load_mteb_task, ndcg_mteb_convention, run_mteb, write_mteb_task
 from saber_eval.registry import load_registry
 from saber_eval.retrievers import make_retriever
 from saber_eval.runfile import read_run, run_scores
 from saber_eval.runner import retriever_slug, run_retriever, write_outputs
-from saber_resources.embedding_cache import EmbeddingCache
+from saber_resources.embeddings.cache import EmbeddingCache
 
 
 @pytest.fixture

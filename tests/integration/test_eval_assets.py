@@ -7,7 +7,7 @@ from test_eval_data import QUERIES, write_tiny_benchmark
 
 from saber_assets.evaluation import DEFAULT_RETRIEVERS, leaderboard, retriever_runs
 from saber_resources.config import load_build_config
-from saber_resources.storage import DuckDBStore
+from saber_resources.store.database import DuckDBStore
 
 
 def materialize(build, store, run_config=None) -> dg.ExecuteInProcessResult:

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from saber_eval.benchmark import SETTINGS, full_text, load_benchmark, parse_settings
+from saber_eval.benchmark import SETTINGS, full_text, parse_settings
+from saber_eval.loading import load_benchmark
 
 DOCS = {
     "alg-quad-1": (

@@ -9,16 +9,18 @@ import polars as pl
 import pytest
 from test_eval_data import QUERIES, write_tiny_benchmark
 
-from saber_eval.benchmark import SETTINGS, load_benchmark
+from saber_compute.llm.interface import LLMRequest, LLMResult
+from saber_eval.benchmark import SETTINGS
 from saber_eval.cli import eval_main
+from saber_eval.loading import load_benchmark
 from saber_eval.registry import load_registry
 from saber_eval.retrievers import make_retriever, parse_pointwise
 from saber_eval.runfile import read_run
 from saber_eval.runner import build_tasks, run_retriever, write_outputs
-from saber_resources.embedder import default_embedder_path
-from saber_resources.embedding_cache import EmbeddingCache
-from saber_resources.llm.base import LLMBackend, LLMRequest, LLMResult
-from saber_resources.storage import DuckDBStore
+from saber_resources.embeddings.cache import EmbeddingCache
+from saber_resources.embeddings.embedder import default_embedder_path
+from saber_resources.llm.base import LLMBackend
+from saber_resources.store.database import DuckDBStore
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import dagster as dg
 
 from saber_assets.definitions import BUILD_JOB, EVAL_JOB, build_definitions
 from saber_cli.catalog import asset_map, readme_section
+from saber_resources.code_version import PACKAGES, PROJECT_ROOT, code_version, module_closure
 from saber_resources.config import load_build_config
-from saber_runtime.code_version import PACKAGES, PROJECT_ROOT, code_version, module_closure
 
 STAGES = {
     "inputs": ["corpus", "ontology"],
@@ -136,14 +136,14 @@ def _copy_project(target: Path) -> Path:
 
 def test_code_version_covers_every_module_an_asset_runs(tmp_path):
     """``rating_intervals`` runs ``pool_matrix`` (saber_assets.tables, another module of the
-    asset layer) and ``PlayedRounds`` (saber_core.tournament.comparisons) through its module's
+    asset layer) and ``PlayedRounds`` (saber_core.rating.comparisons) through its module's
     imports:
     editing such a helper changes its code version, and only the versions of assets that
     reach it."""
     assets_module = "saber_assets.validity.assets"
     closure = {p.relative_to(PROJECT_ROOT).as_posix() for p in module_closure(assets_module)}
     assert {
-        "saber_core/tournament/comparisons.py",
+        "saber_core/rating/comparisons.py",
         "saber_core/rating/bradley_terry.py",
         "saber_assets/tables.py",
         "saber_runtime/stage.py",
@@ -166,7 +166,7 @@ def test_editing_a_helper_makes_rating_intervals_stale(tiny_build, tmp_path, mon
     import saber_runtime.stage as stage
     from saber_assets.inputs import corpus
     from saber_assets.validity import rating_intervals
-    from saber_resources.storage import DuckDBStore
+    from saber_resources.store.database import DuckDBStore
 
     build, _, _ = tiny_build
     home = tmp_path / "home"

@@ -6,15 +6,11 @@ import pytest
 import torch
 import transformers.generation.utils
 
+from saber_compute.llm.embedded import STOP_STRINGS, render_plain, stopping_criteria
+from saber_compute.llm.interface import LLMRequest
 from saber_core.parsing import clean_summary, parse_judge_answer, parse_topics, render_shortlist
-from saber_resources.llm.base import LLMRequest
-from saber_resources.llm.embedded import (
-    STOP_STRINGS,
-    EmbeddedBackend,
-    render_plain,
-    stopping_criteria,
-)
-from saber_resources.prompts import load_prompt
+from saber_resources.llm.embedded import EmbeddedBackend
+from saber_resources.llm.prompts import load_prompt
 
 QUERY = "Find all primes p such that p^2 + 2 is also prime."
 SOLUTION = "If p is not 3, then p^2 leaves remainder 1 modulo 3, so p^2 + 2 is divisible by 3."
@@ -25,7 +21,7 @@ NODES = {"C_mod": "modular arithmetic", "C_prime": "prime numbers", "C_rook": "r
 
 @pytest.fixture(scope="module")
 def backend():
-    return EmbeddedBackend(batch_size=4)
+    return EmbeddedBackend(batch_size=4).engine()
 
 
 def test_judge_choice_scoring_gives_probabilities(backend):

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import dagster as dg
 import pytest
 
-from saber_resources.llm.base import ChatMessage, LLMRequest, match_choice_logprobs
+from saber_compute.llm.interface import ChatMessage, LLMRequest, match_choice_logprobs
 from saber_resources.llm.openai_compat import (
     OpenAICompatibleBackend,
     backoff_seconds,

@@ -12,15 +12,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from saber_resources.llm import vllm_backend
-from saber_resources.llm.base import ChatMessage, LLMRequest
-from saber_resources.llm.vllm_backend import (
-    VLLMBackend,
+from saber_compute.llm import vllm_offline as vllm_backend
+from saber_compute.llm.interface import ChatMessage, LLMRequest
+from saber_compute.llm.vllm_offline import (
     chat_messages,
     group_requests,
     result_from_output,
     sampling_kwargs,
 )
+from saber_resources.llm.base import forget_engines
+from saber_resources.llm.vllm_backend import VLLMBackend
 
 
 def _req(text: str, **kwargs) -> LLMRequest:
@@ -132,7 +133,7 @@ def test_generate_without_vllm_raises_gpu_extra_hint(monkeypatch):
 def test_identity_and_engine_kwargs():
     backend = VLLMBackend(model="org/m", tensor_parallel_size=2, max_model_len=4096)
     assert backend.identity() == {"backend": "vllm", "model": "org/m", "tensor_parallel_size": "2"}
-    assert backend.engine_kwargs() == {
+    assert backend.engine().engine_kwargs() == {
         "model": "org/m",
         "tensor_parallel_size": 2,
         "gpu_memory_utilization": 0.9,
@@ -140,7 +141,7 @@ def test_identity_and_engine_kwargs():
         "dtype": "auto",
         "max_model_len": 4096,
     }
-    assert "download_dir" not in backend.engine_kwargs()
+    assert "download_dir" not in backend.engine().engine_kwargs()
     assert VLLMBackend(model="m", reasoning_effort="low").identity()["reasoning_effort"] == "low"
 
 
@@ -202,8 +203,10 @@ def fake_vllm(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", module)
     monkeypatch.setitem(sys.modules, "vllm.sampling_params", sp_module)
     vllm_backend.clear_engine_cache()
+    forget_engines()
     yield state
     vllm_backend.clear_engine_cache()
+    forget_engines()
 
 
 def test_generate_end_to_end_with_fake_vllm(fake_vllm):
@@ -299,14 +302,14 @@ def test_tiny_batch_on_real_vllm_through_the_llm_server(tmp_path):
 
     import pyarrow.parquet as pq
 
-    from saber_resources.slurm_payload import (
+    from saber_compute.llm_server import LLMServer
+    from saber_compute.llm_shard import (
         RESULTS,
-        backend_spec,
         payload_version,
         requests_to_table,
         table_to_results,
     )
-    from saber_resources.slurm_server import LLMServer
+    from saber_resources.llm.base import backend_spec
 
     backend = VLLMBackend(model=model, max_model_len=2048, gpu_memory_utilization=0.5)
     question = "Query: solve x+{}=3. Which candidate helps more, 1 or 2?"

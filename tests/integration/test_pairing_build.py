@@ -17,10 +17,10 @@ from saber_assets.tournament import (
 )
 from saber_cli.build import run_build
 from saber_core.rating.bradley_terry import fit_bradley_terry
-from saber_core.tournament.comparisons import Comparisons
+from saber_core.rating.comparisons import Comparisons
 from saber_core.tournament.pairing import run_pairing
 from saber_resources.config import load_build_config
-from saber_resources.storage import DuckDBStore
+from saber_resources.store.database import DuckDBStore
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,14 @@ from scipy.stats import kendalltau, spearmanr
 from saber_assets.tables import matrix_path
 from saber_core.discovery.pools import select_pool
 from saber_core.rating.bradley_terry import fit_bradley_terry, rescale_ratings
+from saber_core.rating.comparisons import Comparisons
 from saber_core.signals.jaccard import tokenize
-from saber_core.tournament.comparisons import Comparisons
-from saber_eval.benchmark import MAIN_SETTING, load_benchmark
+from saber_eval.benchmark import MAIN_SETTING
+from saber_eval.loading import load_benchmark
 from saber_eval.registry import load_registry
 from saber_eval.retrievers import retriever_factory
 from saber_eval.runner import run_retriever
-from saber_resources.sources import alternative_summaries, champ_llm_summaries
+from saber_resources.store.sources import alternative_summaries, champ_llm_summaries
 
 
 def set_jaccard(a: frozenset, b: frozenset) -> float:

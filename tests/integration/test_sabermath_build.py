@@ -15,7 +15,7 @@ import pytest
 
 from saber_cli.build import run_build
 from saber_resources.config import load_build_config
-from saber_resources.storage import DuckDBStore
+from saber_resources.store.database import DuckDBStore
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "sabermath"))
 import sabermath_reference as ref
@@ -150,7 +150,7 @@ def test_released_schema_reads_back_with_datasets(sabermath_build, tmp_path, cap
     from datasets import load_from_disk
 
     from saber_cli.main import main
-    from saber_eval.benchmark import load_benchmark
+    from saber_eval.loading import load_benchmark
 
     build, store, _, _ = sabermath_build
     out = tmp_path / "released"

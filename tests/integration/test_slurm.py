@@ -21,8 +21,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from saber_resources.llm.base import LLMRequest, LLMResult
-from saber_resources.prompts import load_prompt
+from saber_compute.llm.interface import LLMRequest, LLMResult
+from saber_resources.llm.prompts import load_prompt
 from saber_resources.slurm import (
     SlurmDispatch,
     SlurmDispatcher,
@@ -137,12 +137,13 @@ class Probe:
 
     def run(self, requests: list[LLMRequest]) -> dg.ExecuteInProcessResult:
         from saber_resources.llm.embedded import EmbeddedBackend
+        from saber_resources.slurm import open_dispatch
 
         probe = self
 
         @dg.asset(name="slurm_probe")
         def slurm_probe(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-            probe.dispatcher = probe.settings.dispatcher(context, EmbeddedBackend())
+            probe.dispatcher = open_dispatch(probe.settings, context, EmbeddedBackend())
             probe.results = probe.dispatcher(requests)
             return dg.MaterializeResult(metadata={"n_results": len(probe.results)})
 

@@ -38,14 +38,14 @@ from test_slurm import (
     usable_dev_profile,
 )
 
-from saber_resources.llm.base import LLMRequest, LLMResult
+from saber_compute.llm.interface import LLMRequest, LLMResult
 from saber_resources.slurm import (
     SlurmDispatch,
     plan_shards,
     release_run,
     run_costs,
 )
-from saber_resources.storage import DuckDBStore
+from saber_resources.store.database import DuckDBStore
 
 pytestmark = pytest.mark.slurm
 
@@ -130,12 +130,13 @@ class Stages:
 
     def _stage(self, name: str, requests: list[LLMRequest], deps: list[str]):
         from saber_resources.llm.embedded import EmbeddedBackend
+        from saber_resources.slurm import open_dispatch
 
         probe = self
 
         @dg.asset(name=name, deps=deps)
         def stage(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-            dispatcher = probe.settings.dispatcher(context, EmbeddedBackend())
+            dispatcher = open_dispatch(probe.settings, context, EmbeddedBackend())
             probe.dispatchers[name] = dispatcher
             probe.results[name] = dispatcher(requests)
             return dg.MaterializeResult(metadata={"n_results": len(probe.results[name])})

@@ -14,8 +14,19 @@ import pyarrow.parquet as pq
 import pytest
 from test_slurm_units import EchoBackend, _requests
 
-from saber_resources.judge import LLMJudge
-from saber_resources.llm.base import ChatMessage, LLMRequest, LLMResult
+from saber_compute.llm.interface import ChatMessage, LLMRequest, LLMResult
+from saber_compute.llm_server import LLMServer, parse_slurm_duration
+from saber_compute.llm_shard import (
+    DELAY_ENV,
+    FAIL_ENV,
+    RESULTS,
+    STATS,
+    payload_version,
+    requests_to_table,
+    table_to_results,
+)
+from saber_resources.judges import LLMJudge
+from saber_resources.llm.base import backend_spec
 from saber_resources.llm.cache import TABLE, CachedLLM
 from saber_resources.slurm import (
     SlurmDispatch,
@@ -25,18 +36,7 @@ from saber_resources.slurm import (
     summarize_jobs,
 )
 from saber_resources.slurm.dispatcher import COST_SCHEMA, COST_TABLE, Attempt
-from saber_resources.slurm_payload import (
-    DELAY_ENV,
-    FAIL_ENV,
-    RESULTS,
-    STATS,
-    backend_spec,
-    payload_version,
-    requests_to_table,
-    table_to_results,
-)
-from saber_resources.slurm_server import LLMServer, parse_slurm_duration
-from saber_resources.storage import DuckDBStore
+from saber_resources.store.database import DuckDBStore
 
 COUNTS: dict[str, list[int]] = {"loads": [], "calls": []}
 
@@ -151,7 +151,7 @@ def test_deadline_stops_taking_shards_but_finishes_the_current_one(tmp_path, mon
     exits drained, leaving the rest in the inbox."""
     alloc, shards = _allocation(tmp_path, {"d1": 1, "d2": 1, "d3": 1}, signal_lead_seconds=30)
     now = [0.0]
-    monkeypatch.setattr("saber_resources.slurm_server.time_left_seconds", lambda job: 100.0)
+    monkeypatch.setattr("saber_compute.llm_server.time_left_seconds", lambda job: 100.0)
     server = LLMServer(alloc, shards, lambda _: None, clock=lambda: now[0])
     answer = server.answer
 
@@ -238,7 +238,7 @@ def test_sbatch_script_carries_the_allocation_shape():
         assert f"#SBATCH {directive}" in lines
     assert "export HF_HOME='/hf cache'" in lines
     assert lines[-1] == (
-        "exec /envs/saber/env/bin/python -u -m saber_resources.slurm_server "
+        "exec /envs/saber/env/bin/python -u -m saber_compute.llm_server "
         "--alloc /scratch/saber/allocations/r1/k1 --shards /scratch/saber/shards"
     )
     untyped = sbatch_script(SlurmDispatch(gpus_per_node=1, mem=""), "/a", "k")

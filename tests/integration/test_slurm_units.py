@@ -15,8 +15,20 @@ from saber_assets.automation import (
     evaluate_inputs,
     input_change_sensor,
 )
+from saber_compute.llm.interface import ChatMessage, LLMRequest, LLMResult, build_engine
+from saber_compute.llm_shard import (
+    FAIL_ENV,
+    REQUESTS,
+    RESULTS,
+    STATS,
+    requests_to_table,
+    results_to_table,
+    run_shard,
+    table_to_requests,
+    table_to_results,
+)
 from saber_resources.config import load_build_config
-from saber_resources.llm.base import ChatMessage, LLMBackend, LLMRequest, LLMResult
+from saber_resources.llm.base import LLMBackend, backend_spec
 from saber_resources.slurm import (
     CLUSTER_PROFILES,
     SbatchLauncher,
@@ -25,19 +37,6 @@ from saber_resources.slurm import (
     load_cluster_profile,
     plan_shards,
     slurm_dispatch_from_build,
-)
-from saber_resources.slurm_payload import (
-    FAIL_ENV,
-    REQUESTS,
-    RESULTS,
-    STATS,
-    backend_spec,
-    build_backend,
-    requests_to_table,
-    results_to_table,
-    run_shard,
-    table_to_requests,
-    table_to_results,
 )
 
 
@@ -124,7 +123,7 @@ def test_results_round_trip_through_parquet(tmp_path):
     assert table_to_results(pq.read_table(tmp_path / RESULTS)) == results
 
 
-def test_backend_spec_rebuilds_the_same_backend():
+def test_backend_spec_rebuilds_the_same_engine_without_dagster():
     from saber_resources.llm.embedded import EmbeddedBackend
     from saber_resources.llm.vllm_backend import VLLMBackend
 
@@ -134,11 +133,12 @@ def test_backend_spec_rebuilds_the_same_backend():
     ):
         spec, config = backend_spec(backend)
         json.dumps(config)
-        rebuilt = build_backend(spec, config)
-        assert type(rebuilt) is type(backend)
+        rebuilt = build_engine(spec, config)
+        assert type(rebuilt) is type(backend.engine())  # the Dagster-free engine
+        assert "dagster" not in type(rebuilt).__module__ and spec.startswith("saber_compute.")
         assert rebuilt.identity() == backend.identity()
     with pytest.raises(TypeError):
-        build_backend("saber_resources.slurm:SlurmDispatch", {})
+        build_engine("saber_resources.slurm:SlurmDispatch", {})
 
 
 def test_payload_answers_a_shard_with_stats_and_provenance(tmp_path, monkeypatch):

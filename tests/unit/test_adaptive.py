@@ -6,6 +6,7 @@ import numpy as np
 import polars as pl
 from scipy.special import expit
 
+from saber_core.rating.comparisons import Comparisons
 from saber_core.tournament.adaptive import (
     AdaptiveRule,
     adaptive_round,
@@ -14,7 +15,6 @@ from saber_core.tournament.adaptive import (
     posterior_draws,
     self_ndcg,
 )
-from saber_core.tournament.comparisons import Comparisons
 from saber_core.tournament.judgment_table import query_budget
 from saber_core.tournament.pairing import round_rng, run_pairing
 from saber_core.tournament.swiss import swiss_round

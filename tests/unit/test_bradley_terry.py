@@ -9,7 +9,7 @@ from scipy.special import expit
 from scipy.stats import spearmanr
 
 from saber_core.rating.bradley_terry import fit_bradley_terry, rescale_ratings
-from saber_core.tournament.comparisons import Comparisons
+from saber_core.rating.comparisons import Comparisons
 from saber_core.tournament.swiss import run_swiss
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saber_core.tournament.comparisons import Comparisons, PlayedRounds, hard_outcomes
+from saber_core.rating.comparisons import Comparisons, PlayedRounds, hard_outcomes
 
 
 def test_hard_outcomes_hand_values():

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from saber_core.rating.bradley_terry import fit_bradley_terry, rescale_ratings
-from saber_core.tournament.comparisons import PlayedRounds, hard_outcomes
+from saber_core.rating.comparisons import PlayedRounds, hard_outcomes
 from saber_core.tournament.judgment_table import (
     RoundRules,
     judge_pairs,

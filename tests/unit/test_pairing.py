@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from saber_core.tournament.comparisons import Comparisons
+from saber_core.rating.comparisons import Comparisons
 from saber_core.tournament.matching import _strict_ranks, greedy_matching, information_weights
 from saber_core.tournament.pairing import (
     AdaptiveResult,

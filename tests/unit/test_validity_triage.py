@@ -102,7 +102,7 @@ def test_triage_replay_extremes_and_a_direct_recomputation():
     from scipy.special import expit
 
     from saber_core.rating.bradley_terry import fit_bradley_terry
-    from saber_core.tournament.comparisons import Comparisons
+    from saber_core.rating.comparisons import Comparisons
     from saber_core.tournament.swiss import run_swiss
     from saber_core.validity.reliability import kendall_tau_b
     from saber_core.validity.triage import calibrate_margin, triage_replay

@@ -14,7 +14,7 @@ from saber_core.rating.bradley_terry_published import (
     published_strengths,
     relevance_scores,
 )
-from saber_core.tournament.comparisons import Comparisons
+from saber_core.rating.comparisons import Comparisons
 
 
 def sklearn_strengths(a, b, y, n_players):

@@ -1,14 +1,15 @@
-"""The SLURM payload: answer one shard of LLM requests on a compute node.
+"""The shard payload: answer one shard of LLM requests on a compute node (no Dagster).
 
 dagster-slurm uploads this file and runs it in the payload environment (``P/env/bin/python``)
 inside an ``sbatch`` job. It reads ``requests.parquet`` from the shard folder named in the Pipes
-extras, builds the backend from its spec (``module:Class`` plus a JSON config), answers every
+extras, builds the engine from its spec (``module:Class`` plus a JSON config,
+:func:`saber_compute.llm.interface.build_engine`), answers every
 request in progress batches, writes ``results.parquet`` and ``stats.json`` atomically (a shard
 with results is done and is never run again) and reports progress, throughput and provenance
 (SLURM job id, node, GPU) through dagster-pipes. The dispatcher (``saber_resources.slurm``) uses
 the (de)serializers below, so a round trip is the same code on both sides.
 
-The LLM server of the allocation mode (``saber_resources/slurm_server.py``) answers shards with
+The LLM server of the allocation mode (``saber_compute/llm_server.py``) answers shards with
 :func:`answer_shard` and an already loaded backend.
 
 Failure injection for tests: ``SABER_PAYLOAD_FAIL=always`` fails every attempt;
@@ -20,7 +21,6 @@ Failure injection for tests: ``SABER_PAYLOAD_FAIL=always`` fails every attempt;
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import os
 import re
@@ -37,15 +37,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from saber_resources.llm.base import ChatMessage, LLMBackend, LLMRequest, LLMResult
+from saber_compute.llm.interface import ChatMessage, LLMEngine, LLMRequest, LLMResult, build_engine
 
 REQUESTS = "requests.parquet"
 RESULTS = "results.parquet"
 STATS = "stats.json"
 FAIL_ENV = "SABER_PAYLOAD_FAIL"
 DELAY_ENV = "SABER_PAYLOAD_DELAY_S"
-PROTOCOL_FILES = ("slurm_payload.py", "slurm_server.py")
-SECRET_HINTS = ("key", "secret", "token", "password")
+PROTOCOL_FILES = ("llm_shard.py", "llm_server.py")
 
 REQUEST_SCHEMA = pa.schema(
     [
@@ -154,26 +153,6 @@ def table_to_results(table: pa.Table) -> list[LLMResult]:
     ]
 
 
-def backend_spec(backend: LLMBackend) -> tuple[str, dict[str, Any]]:
-    """``module:Class`` and the JSON-able config of a backend (secret-looking fields dropped)."""
-    cls = type(backend)
-    config = {
-        k: v
-        for k, v in backend.model_dump().items()
-        if not any(h in k.lower() for h in SECRET_HINTS)
-    }
-    return f"{cls.__module__}:{cls.__qualname__}", json.loads(json.dumps(config, default=str))
-
-
-def build_backend(spec: str, config: dict[str, Any]) -> LLMBackend:
-    """The backend named by ``module:Class`` with the given config."""
-    module, _, name = spec.partition(":")
-    cls = getattr(importlib.import_module(module), name)
-    if not (isinstance(cls, type) and issubclass(cls, LLMBackend)):
-        raise TypeError(f"{spec} is not an LLMBackend")
-    return cls(**config)
-
-
 def _run(cmd: list[str]) -> str:
     if not shutil.which(cmd[0]):
         return ""
@@ -240,7 +219,7 @@ def payload_version() -> str:
 
 def answer_shard(
     shard_dir: Path,
-    backend: LLMBackend,
+    backend: LLMEngine,
     progress_every: int = 2048,
     log: Callable[[str], None] = print,
     where: dict[str, str] | None = None,
@@ -318,7 +297,7 @@ def run_shard(
     where = node_provenance()
     log(f"shard {shard_dir.name}: {len(requests)} requests on {where['slurm_node']} ({spec})")
     started = time.perf_counter()
-    backend = build_backend(spec, config)
+    backend = build_engine(spec, config)
     warmup_s = 0.0
     if warmup and requests:
         backend.generate(requests[:1])

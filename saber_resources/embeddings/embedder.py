@@ -2,7 +2,7 @@
 
 Each distinct text is encoded once per process (an in-memory table) and, given a cache file,
 once per SABER home: the vectors are stored in the embedding cache
-(:class:`saber_resources.embedding_cache.EmbeddingCache`, keyed by model identity and exact
+(:class:`saber_resources.embeddings.cache.EmbeddingCache`, keyed by model identity and exact
 text), so the steps of a multiprocess Dagster run — and ``saber eval`` — share them instead of
 loading the model and encoding again. The model is loaded only when some text is missing.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from saber_resources.embedding_cache import EmbeddingCache
+from saber_resources.embeddings.cache import EmbeddingCache
 
 _EMBEDDINGS: dict[tuple[str, str], np.ndarray] = {}
 

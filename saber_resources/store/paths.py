@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-PROFILES_DIR = Path(__file__).resolve().parents[1] / "profiles"
+PROFILES_DIR = Path(__file__).resolve().parents[2] / "profiles"
 
 
 def profile_path(name: str | None = None) -> Path:

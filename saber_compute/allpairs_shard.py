@@ -1,6 +1,6 @@
 """The SLURM payload of one all-pairs shard (no Dagster)::
 
-    python -m saber_resources.allpairs_shard --folder DIR --shard K [--workers N]
+    python -m saber_compute.allpairs_shard --folder DIR --shard K [--workers N]
 
 ``DIR`` is a sharded pass's cluster folder (written by
 :mod:`saber_resources.slurm.allpairs_jobs`): ``arrays.npz`` (the documents' kernel arrays) and
@@ -23,9 +23,9 @@ import sys
 import time
 from pathlib import Path
 
+from saber_compute.pass_checkpoint import PassFolder, load_arrays
 from saber_core.discovery import pair_kernel, passes
 from saber_core.discovery.passes import Band, run_pass
-from saber_resources.pass_checkpoint import PassFolder, load_arrays
 
 ARRAYS = "arrays.npz"
 PLAN = "plan.json"
@@ -111,7 +111,7 @@ def plan_shards(n_units: int, n_shards: int) -> list[list[int]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point (module docstring)."""
-    parser = argparse.ArgumentParser(prog="python -m saber_resources.allpairs_shard")
+    parser = argparse.ArgumentParser(prog="python -m saber_compute.allpairs_shard")
     parser.add_argument("--folder", type=Path, required=True)
     parser.add_argument("--shard", type=int, required=True)
     cpus = int(os.environ.get("SLURM_CPUS_PER_TASK") or os.cpu_count() or 1)

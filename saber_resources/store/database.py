@@ -23,7 +23,7 @@ import dagster as dg
 import duckdb
 import polars as pl
 
-from saber_resources.duckdb_files import duckdb_connection
+from saber_resources.store.duckdb_files import duckdb_connection
 
 MANIFEST = "_saber_manifest"
 LINEAGE_COLUMNS = ("_run_id", "_asset_key", "_config_hash", "_code_version", "_created_at")
@@ -66,7 +66,8 @@ class DuckDBStore(dg.ConfigurableResource):
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
         """A short-lived connection, closed afterwards; waits up to ``lock_timeout_s`` while
-        another process holds the file (:func:`saber_resources.duckdb_files.duckdb_connection`),
+        another process holds the file
+        (:func:`saber_resources.store.duckdb_files.duckdb_connection`),
         so operations of concurrent processes take turns."""
         with duckdb_connection(self.database, read_only, self.lock_timeout_s) as con:
             yield con

@@ -17,6 +17,7 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = (
     "saber_core",
+    "saber_compute",
     "saber_resources",
     "saber_eval",
     "saber_study",

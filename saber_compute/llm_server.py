@@ -24,7 +24,7 @@ hand and exits (``drained``). SIGTERM (preemption, ``scancel``) abandons the sha
 which puts abandoned shards back into the inbox and loads the model once. Without work for
 ``idle_timeout`` seconds the job exits on its own (``idle``).
 
-Run inside the job as ``python -m saber_resources.slurm_server --alloc A --shards S``.
+Run inside the job as ``python -m saber_compute.llm_server --alloc A --shards S``.
 """
 
 from __future__ import annotations
@@ -41,11 +41,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from saber_resources.llm.base import LLMBackend
-from saber_resources.slurm_payload import (
+from saber_compute.llm.interface import LLMEngine, build_engine
+from saber_compute.llm_shard import (
     STATS,
     answer_shard,
-    build_backend,
     node_provenance,
     payload_version,
     write_atomic,
@@ -179,7 +178,7 @@ class LLMServer:
             return target
         return None
 
-    def answer(self, entry: Path, backend: LLMBackend) -> None:
+    def answer(self, entry: Path, backend: LLMEngine) -> None:
         """Answer one claimed shard (results, or ``error.json``), then drop its entry."""
         key = entry.name.rsplit("-", 1)[-1]
         shard_dir = self.shards / key
@@ -218,7 +217,7 @@ class LLMServer:
         self.write_status(shard_errors=self.status["shard_errors"] + 1)
 
     # -- the loop ----------------------------------------------------------------------------
-    def serve(self, make_backend: Callable[[], LLMBackend] | None = None) -> str:
+    def serve(self, make_backend: Callable[[], LLMEngine] | None = None) -> str:
         """Load the model once and answer shards until shutdown, drain, deadline or idleness;
         return the exit reason."""
         lead = float(self.settings.get("signal_lead_seconds") or 0)
@@ -239,7 +238,7 @@ class LLMServer:
         spec, config = self.settings["backend_spec"], self.settings.get("backend_config") or {}
         self.log(f"saber-llm-server: job {self.job} on {self.where['slurm_node']}: loading {spec}")
         started = time.perf_counter()
-        backend = make_backend() if make_backend else build_backend(spec, config)
+        backend = make_backend() if make_backend else build_engine(spec, config)
         backend.load()
         load_s = round(time.perf_counter() - started, 3)
         self.write_status(

@@ -15,9 +15,9 @@ from string import Template
 
 import yaml
 
-from saber_resources.llm.base import ChatMessage
+from saber_compute.llm.interface import ChatMessage
 
-PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"
+PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 SECTION = re.compile(r"^\[(system|user|assistant)\]\s*$", re.MULTILINE)
 
 

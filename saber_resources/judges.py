@@ -29,13 +29,14 @@ from typing import Literal
 import dagster as dg
 import numpy as np
 
+from saber_compute.llm.interface import LLMRequest
 from saber_core.parsing import choice_probability, combine_orders, parse_judge_answer
 from saber_core.signals.jaccard import TOKENIZER_VERSION, build_token_matrix
-from saber_resources.embedder import default_embedder_path, embed_texts
-from saber_resources.llm.base import LLMBackend, LLMRequest
+from saber_resources.embeddings.embedder import default_embedder_path, embed_texts
+from saber_resources.llm.base import LLMBackend
 from saber_resources.llm.cache import CachedLLM, CallStats, Dispatch
-from saber_resources.prompts import load_prompt
-from saber_resources.storage import DuckDBStore, stable_hash
+from saber_resources.llm.prompts import load_prompt
+from saber_resources.store.database import DuckDBStore, stable_hash
 
 PROVENANCE_COLUMNS = (
     "judge_kind",

@@ -8,7 +8,7 @@ run, encodes nothing twice. ``encode_s`` is the wall-clock encoding time of the 
 divided by its size (its amortised cost), used to charge cache hits in latency (see
 ``saber_eval.runner``). ``encoded``/``hits`` count texts encoded/served in this process.
 Several processes may use the file at once (Dagster's multiprocess executor): every access
-waits for the others' locks (:func:`saber_resources.duckdb_files.duckdb_connection`).
+waits for the others' locks (:func:`saber_resources.store.duckdb_files.duckdb_connection`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from saber_resources.duckdb_files import duckdb_connection
+from saber_resources.store.duckdb_files import duckdb_connection
 
 TABLE = "embeddings"
 SCHEMA = f"""

@@ -16,12 +16,12 @@ from collections.abc import Callable
 import numpy as np
 import polars as pl
 
+from saber_compute.llm.interface import LLMRequest, LLMResult
 from saber_core.discovery.pools import top_k
 from saber_core.parsing import clean_summary, parse_topics, render_shortlist
-from saber_resources.embedder import embed_texts
-from saber_resources.llm.base import LLMRequest, LLMResult
+from saber_resources.embeddings.embedder import embed_texts
 from saber_resources.llm.cache import CachedLLM, CallStats
-from saber_resources.prompts import Prompt, load_prompt
+from saber_resources.llm.prompts import Prompt, load_prompt
 
 Progress = Callable[[int, int], None] | None
 

@@ -1,0 +1,256 @@
+"""vLLM offline engine: batched ``LLM.chat`` (the ``[gpu]`` extra on GPU nodes).
+
+vLLM is imported lazily inside ``generate``, never at module import, so this module loads on CPU
+machines without it. The engine is built once per process and configuration and cached.
+
+Written against the current vLLM API (docs.vllm.ai/en/latest, vLLM >= 0.12):
+
+- ``LLM(model, tensor_parallel_size=, dtype=, gpu_memory_utilization=, max_model_len=,
+  enable_prefix_caching=, download_dir=)`` (engine arguments);
+- ``LLM.chat(messages: list[list[dict]], sampling_params=, use_tqdm=, chat_template_kwargs=)``;
+- ``SamplingParams(max_tokens=, temperature=, top_p=, seed=, logprobs=k,
+  structured_outputs=StructuredOutputsParams(choice=[...]))`` with
+  ``from vllm.sampling_params import StructuredOutputsParams``. The older
+  ``GuidedDecodingParams`` / ``guided_decoding=`` spelling was removed in v0.12.0
+  (docs.vllm.ai/en/latest/features/structured_outputs) and is not supported here.
+- ``RequestOutput``: ``.request_id``, ``.prompt_token_ids``, ``.outputs[0].text``,
+  ``.outputs[0].token_ids``, ``.outputs[0].finish_reason`` and ``.outputs[0].logprobs`` (one
+  ``{token_id: Logprob(logprob, rank, decoded_token)}`` dict per generated token).
+
+``reasoning_effort`` goes to the chat template as ``chat_template_kwargs={"reasoning_effort": ...}``
+(the gpt-oss template reads that variable; templates that do not know it ignore it).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from saber_compute.llm.interface import LLMRequest, LLMResult, match_choice_logprobs
+
+GPU_EXTRA_HINT = (
+    "vLLM is not installed: the vllm backend needs the GPU extra "
+    "(`pip install -e '.[gpu]'`, on a CUDA machine), or use the openai-compatible or embedded "
+    "backend instead."
+)
+
+_ENGINES: dict[tuple[tuple[str, Any], ...], Any] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def sampling_kwargs(request: LLMRequest, top_logprobs: int = 5) -> dict[str, Any]:
+    """``SamplingParams`` keyword arguments for a request (plain data, no vLLM objects).
+
+    A choice constraint appears as ``{"structured_outputs": {"choice": [...]}}``; ``build`` turns
+    it into a ``StructuredOutputsParams``.
+    """
+    kwargs: dict[str, Any] = {
+        "max_tokens": request.max_tokens,
+        "temperature": request.temperature,
+        "top_p": request.top_p,
+        "seed": request.seed,
+    }
+    if request.logprobs:
+        kwargs["logprobs"] = top_logprobs
+    if request.choices:
+        kwargs["structured_outputs"] = {"choice": list(request.choices)}
+    return kwargs
+
+
+def chat_messages(request: LLMRequest) -> list[dict[str, str]]:
+    """The conversation in ``LLM.chat``'s format."""
+    return [{"role": m.role, "content": m.content} for m in request.messages]
+
+
+def group_requests(
+    requests: Sequence[LLMRequest], top_logprobs: int = 5
+) -> list[tuple[dict[str, Any], list[int]]]:
+    """Requests with identical sampling kwargs, as (kwargs, indices) in first-seen order."""
+    groups: dict[str, tuple[dict[str, Any], list[int]]] = {}
+    for index, request in enumerate(requests):
+        kwargs = sampling_kwargs(request, top_logprobs)
+        key = json.dumps(kwargs, sort_keys=True)
+        groups.setdefault(key, (kwargs, []))[1].append(index)
+    return list(groups.values())
+
+
+def prefix_order(requests: Sequence[LLMRequest], indices: Sequence[int]) -> list[int]:
+    """``indices`` ordered by conversation text (stable): requests that share a prefix — a
+    judge round's pairs of one query, the query coming first in the prompt — are submitted
+    together, so vLLM's prefix cache computes each shared prefix once while it is warm."""
+    text = {i: "\x1e".join(m.content for m in requests[i].messages) for i in indices}
+    return sorted(indices, key=lambda i: text[i])
+
+
+def result_from_output(output: Any, request: LLMRequest) -> LLMResult:
+    """An ``LLMResult`` from a vLLM ``RequestOutput`` (duck-typed)."""
+    completions = getattr(output, "outputs", None) or []
+    if not completions:
+        return LLMResult(text="", error="vLLM returned no completion")
+    completion = completions[0]
+    prompt_ids = getattr(output, "prompt_token_ids", None)
+    token_ids = getattr(completion, "token_ids", None)
+    extra: dict[str, Any] = {}
+    finish = getattr(completion, "finish_reason", None)
+    if finish is not None:
+        extra["finish_reason"] = finish
+    request_id = getattr(output, "request_id", None)
+    return LLMResult(
+        text=completion.text,
+        response_id=f"vllm-{request_id}" if request_id is not None else "",
+        choice_logprobs=_choice_logprobs(completion, request),
+        prompt_tokens=len(prompt_ids) if prompt_ids is not None else None,
+        completion_tokens=len(token_ids) if token_ids is not None else None,
+        extra=extra,
+    )
+
+
+def _choice_logprobs(completion: Any, request: LLMRequest) -> dict[str, float] | None:
+    """Per-choice log-probs read from the first generated token's top-k (see
+    ``match_choice_logprobs``: whitespace-stripped match, unseen choices omitted)."""
+    if not (request.choices and request.logprobs):
+        return None
+    steps = getattr(completion, "logprobs", None)
+    if not steps:
+        return None
+    candidates = [
+        (getattr(lp, "decoded_token", None), getattr(lp, "logprob", None))
+        for lp in steps[0].values()
+    ]
+    return match_choice_logprobs(candidates, request.choices)
+
+
+@dataclass(frozen=True)
+class VLLMEngine:
+    """vLLM offline ``LLM.chat``, batched by sampling parameters, prefix caching on.
+
+    ``model``: Hugging Face model id or local path; ``tensor_parallel_size``: GPUs per model;
+    ``max_model_len``: context length (None: the model's); ``gpu_memory_utilization``: fraction
+    of GPU memory used; ``enable_prefix_caching``: reuse shared prompt prefixes;
+    ``reasoning_effort``: ``chat_template_kwargs`` (gpt-oss: low/medium/high); ``dtype``;
+    ``download_dir``: where weights are downloaded; ``top_logprobs``: top-k log-probs asked for.
+    """
+
+    model: str
+    tensor_parallel_size: int = 1
+    max_model_len: int | None = None
+    gpu_memory_utilization: float = 0.9
+    enable_prefix_caching: bool = True
+    reasoning_effort: str = ""
+    dtype: str = "auto"
+    download_dir: str | None = None
+    top_logprobs: int = 5
+
+    def identity(self) -> dict[str, str]:
+        """Backend, model and tensor-parallel size (+ reasoning effort when set)."""
+        identity = {
+            "backend": "vllm",
+            "model": self.model,
+            "tensor_parallel_size": str(self.tensor_parallel_size),
+        }
+        if self.reasoning_effort:
+            identity["reasoning_effort"] = self.reasoning_effort
+        return identity
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        """The ``vllm.LLM`` constructor arguments."""
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "enable_prefix_caching": self.enable_prefix_caching,
+            "dtype": self.dtype,
+        }
+        if self.max_model_len is not None:
+            kwargs["max_model_len"] = self.max_model_len
+        if self.download_dir is not None:
+            kwargs["download_dir"] = self.download_dir
+        return kwargs
+
+    def load(self) -> None:
+        """Build the engine (load the weights onto the GPUs) now."""
+        vllm_llm, _, _ = _import_vllm()
+        _engine(vllm_llm, self.engine_kwargs())
+
+    def generate(self, requests: Sequence[LLMRequest]) -> list[LLMResult]:
+        """One ``llm.chat`` per group of identical sampling params, each group in prefix order
+        (:func:`prefix_order`); results in request order.
+
+        If a group's batch call raises (e.g. one prompt longer than ``max_model_len``), its
+        requests are retried one by one so only the failing ones end as error results.
+        """
+        if not requests:
+            return []
+        vllm_llm, sampling_params_cls, structured_cls = _import_vllm()
+        llm = _engine(vllm_llm, self.engine_kwargs())
+        results: list[LLMResult | None] = [None] * len(requests)
+        for kwargs, grouped in group_requests(requests, self.top_logprobs):
+            indices = prefix_order(requests, grouped)
+            params = _build(kwargs, sampling_params_cls, structured_cls)
+            group = [requests[i] for i in indices]
+            for index, result in zip(indices, self._run_group(llm, params, group), strict=True):
+                results[index] = result
+        return [r if r is not None else LLMResult(text="", error="no result") for r in results]
+
+    def _chat(self, llm: Any, params: Any, group: Sequence[LLMRequest]) -> list[LLMResult]:
+        template_kwargs = {"reasoning_effort": self.reasoning_effort}
+        outputs = llm.chat(
+            [chat_messages(r) for r in group],
+            sampling_params=params,
+            use_tqdm=False,
+            chat_template_kwargs=template_kwargs if self.reasoning_effort else None,
+        )
+        if len(outputs) != len(group):
+            raise RuntimeError(f"vLLM returned {len(outputs)} outputs for {len(group)} prompts")
+        return [result_from_output(o, r) for o, r in zip(outputs, group, strict=True)]
+
+    def _run_group(self, llm: Any, params: Any, group: Sequence[LLMRequest]) -> list[LLMResult]:
+        try:
+            return self._chat(llm, params, group)
+        except Exception as exc:
+            if len(group) == 1:
+                return [LLMResult(text="", error=f"vLLM error: {type(exc).__name__}: {exc}")]
+        results = []
+        for request in group:  # isolate the failing prompt(s)
+            try:
+                results.extend(self._chat(llm, params, [request]))
+            except Exception as exc:
+                results.append(LLMResult(text="", error=f"vLLM error: {type(exc).__name__}: {exc}"))
+        return results
+
+
+def _import_vllm() -> tuple[Any, Any, Any]:
+    """``(LLM, SamplingParams, StructuredOutputsParams)``; a clear ImportError without vLLM."""
+    try:
+        from vllm import LLM, SamplingParams
+        from vllm.sampling_params import StructuredOutputsParams
+    except ImportError as exc:
+        raise ImportError(f"{GPU_EXTRA_HINT} ({exc})") from exc
+    return LLM, SamplingParams, StructuredOutputsParams
+
+
+def _build(kwargs: dict[str, Any], sampling_params_cls: Any, structured_cls: Any) -> Any:
+    """A ``SamplingParams`` from ``sampling_kwargs`` output."""
+    kwargs = dict(kwargs)
+    structured = kwargs.pop("structured_outputs", None)
+    if structured is not None:
+        kwargs["structured_outputs"] = structured_cls(**structured)
+    return sampling_params_cls(**kwargs)
+
+
+def _engine(llm_cls: Any, kwargs: dict[str, Any]) -> Any:
+    """The process-wide engine for these constructor arguments (built on first use)."""
+    key = tuple(sorted(kwargs.items()))
+    with _ENGINES_LOCK:
+        if key not in _ENGINES:
+            _ENGINES[key] = llm_cls(**kwargs)
+        return _ENGINES[key]
+
+
+def clear_engine_cache() -> None:
+    """Forget cached engines (tests; a real engine is freed only when nothing else holds it)."""
+    with _ENGINES_LOCK:
+        _ENGINES.clear()

@@ -1,0 +1,41 @@
+"""The SLURM dispatch of one asset execution: the run's LLM-server allocation
+(``mode: allocation``, :mod:`.allocation`) or one job per shard (:mod:`.dispatcher`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+
+from saber_resources.llm.base import LLMBackend
+from saber_resources.slurm.allocation import AllocationDispatcher
+from saber_resources.slurm.dispatcher import ShardDispatch, SlurmDispatcher
+from saber_resources.slurm.settings import SlurmDispatch
+from saber_resources.store.database import DuckDBStore
+
+
+def open_dispatch(
+    settings: SlurmDispatch,
+    context: dg.AssetExecutionContext,
+    backend: LLMBackend,
+    store: DuckDBStore | None = None,
+) -> SlurmDispatcher | AllocationDispatcher:
+    """The dispatch for one asset execution by the settings' mode; ``store`` records the
+    stage's cost (``slurm_stage_costs``)."""
+    if settings.mode == "allocation":
+        return AllocationDispatcher(settings, context, backend, store)
+    return SlurmDispatcher(settings, context, backend, store)
+
+
+def maybe_dispatcher(
+    build: Any,
+    slurm: SlurmDispatch | None,
+    context: dg.AssetExecutionContext,
+    backend: LLMBackend | None,
+    store: DuckDBStore | None = None,
+) -> ShardDispatch | None:
+    """The SLURM dispatch when ``build.execution == "slurm"`` (the run's allocation, or one job
+    per shard), else None (in-process calls); ``store`` records the stage's cost."""
+    if slurm is None or backend is None or build.execution != "slurm":
+        return None
+    return open_dispatch(slurm, context, backend, store)
