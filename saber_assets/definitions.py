@@ -9,7 +9,7 @@ from saber_assets.automation import build_schedules, build_sensors
 from saber_assets.discovery import discovery_assets
 from saber_assets.evaluation import leaderboard, retriever_runs
 from saber_assets.export import benchmark_export, build_report_asset
-from saber_assets.inputs import corpus, ontology
+from saber_assets.inputs import corpus, ontology_asset
 from saber_assets.tournament import tournament_assets
 from saber_assets.validity import (
     audit_asset,
@@ -41,18 +41,20 @@ def build_definitions(
     ``backend`` replaces the configured LLM backend (tests swap in recorded or fake ones).
     """
     build = build or load_build_config()
-    backend = backend or make_backend(build)
+    plan = build.plan()
+    backend = backend or make_backend(plan)
     audit = audit_asset(build)
+    steps = plan.construction
     assets = [
         corpus,
-        ontology,
+        ontology_asset(steps.ontology_source == "tag_paths" or plan.engine == "all_pairs"),
         summaries,
         topic_annotations,
         *discovery_assets(build),
-        *tournament_assets(build.tournament.rounds),
+        *tournament_assets(plan.tournament.rounds),
         rating_intervals,
         benchmark_export,
-        recipe_sensitivity_asset(build.construction_plan().engine),
+        recipe_sensitivity_asset(plan.engine),
         *audit,
         validity_report,
         build_report_asset(bool(audit)),
@@ -69,7 +71,7 @@ def build_definitions(
         selection=dg.AssetSelection.groups("evaluation"),
         description="Evaluate retrievers on the export and refresh the leaderboard.",
     )
-    slurm = slurm_dispatch_from_build(build) if build.execution == "slurm" else None
+    slurm = slurm_dispatch_from_build(plan) if plan.execution == "slurm" else None
     return dg.Definitions(
         assets=assets,
         jobs=[job, eval_job],
@@ -78,9 +80,9 @@ def build_definitions(
         sensors=build_sensors(build, slurm),
         resources={
             "build": build,
-            "store": DuckDBStore(database=str(build.database_path)),
+            "store": DuckDBStore(database=str(plan.paths.database)),
             "llm": backend,
-            "judge": make_judge(build, backend),
+            "judge": make_judge(plan, backend),
             "slurm": slurm or SlurmDispatch(),
         },
     )

@@ -9,6 +9,8 @@
     saber lineage --query Q [--doc D]  print the provenance chain of a rating
     saber synth --out DIR              write the seeded paper-shaped synthetic input
     saber catalog                      print the asset map (asset, module, group, checks)
+    saber docs                         rewrite the generated documents (docs/configuration.md,
+                                       the README's asset maps)
     saber eval …                       evaluate retrievers (``saber eval -h``; no Dagster)
     saber study tournament …           simulation study (``saber study tournament -h``; no Dagster)
 
@@ -59,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_synth.add_argument("--scale", type=float, default=1.0, help="1.0 = paper size (283K docs)")
     p_synth.add_argument("--seed", type=int, default=0)
     sub.add_parser("catalog", help="print the asset map of the README (from the Definitions)")
+    sub.add_parser("docs", help="rewrite docs/configuration.md and the README's asset maps")
     p_lineage = sub.add_parser("lineage", help="print the provenance chain of a rating")
     p_lineage.add_argument("--query", required=True, help="query id")
     p_lineage.add_argument("--doc", help="candidate doc id (default: the top-rated candidate)")
@@ -173,6 +176,12 @@ def main(argv: list[str] | None = None) -> int:
 
         for method in METHODS:
             print(f"method: {method}\n\n{asset_map(method)}\n")
+        return 0
+    if args.command == "docs":
+        from saber_cli.generated_docs import write_generated
+
+        for path in write_generated():
+            print(f"rewrote {path}")
         return 0
     return _with_build(args)
 

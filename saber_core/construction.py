@@ -1,7 +1,7 @@
 """How a benchmark is constructed, step by step: one named option per step, two presets.
 
 ``method: sabermath`` is the published construction (nygeorgiev/sabermath @ 9f015a7,
-``build_benchmark/``; SABERMATH-METHOD.md), ``method: platform`` this platform's first variant.
+``build_benchmark/``; ``docs/sabermath.md``), ``method: platform`` this platform's first variant.
 A preset fills every step the user did not set; every resolved value is recorded in the stage
 fingerprints and the build report.
 
@@ -75,6 +75,11 @@ CHOICES: dict[str, tuple[str, str]] = {  # (sabermath, platform)
     "swiss": ("published", "platform"),
     "bt": ("sklearn_lbfgs", "exact"),
 }
+# Steps whose option has its home in another section of the build config: the threshold mode
+# (``thresholds``, ``targets``: the discovery engine), the pairing (``swiss``) and the
+# Bradley–Terry fit (``bt``). The others are set as steps.
+DERIVED_STEPS = ("thresholds", "targets", "swiss", "bt")
+OPTION_STEPS = tuple(step for step in STEPS if step not in DERIVED_STEPS)
 # Step variants each discovery engine implements (tournament steps work with both).
 SUPPORTED: dict[str, dict[str, tuple[str, ...]]] = {
     "all_pairs": {
@@ -222,9 +227,11 @@ def resolve(
 
 __all__ = [
     "CHOICES",
+    "DERIVED_STEPS",
     "FIXES",
     "FIX_NEEDS",
     "FIX_STEP",
+    "OPTION_STEPS",
     "STEPS",
     "SUPPORTED",
     "Construction",

@@ -6,7 +6,7 @@ import polars as pl
 
 from saber_assets.export.report import judge_warning, ratings_plot, report_markdown, signals_plot
 from saber_assets.export.writer import write_export
-from saber_resources.config import BuildConfig
+from saber_resources.config import BuildConfig, PlanReads, unwrap
 from saber_resources.judges import PairwiseJudge
 from saber_resources.slurm import SlurmDispatch, producing_runs, report_items
 from saber_resources.store.database import DuckDBStore
@@ -31,9 +31,10 @@ def benchmark_export(
     context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
 ) -> dg.MaterializeResult:
     """The released benchmark files under ``$SABER_HOME/export``."""
+    plan = build.reads()
 
     def compute() -> StageOutput:
-        out = build.export_dir
+        out = plan.paths.export_dir
         counts = write_export(store, out)
         files = pl.DataFrame({"file": list(counts), "rows": list(counts.values())})
         return StageOutput(
@@ -42,12 +43,27 @@ def benchmark_export(
             files=[out / f for f in counts],
         )
 
-    return materialize_stage(
-        context, store, settings={"out": str(build.export_dir)}, compute=compute
-    )
+    return materialize_stage(context, store, plan, compute=compute)
 
 
-def _report_items(build: BuildConfig, store: DuckDBStore, provenance: dict) -> list[tuple]:
+def _construction(plan: PlanReads) -> dict:
+    return unwrap(plan.construction).as_provenance()
+
+
+def _threshold_items(plan: PlanReads) -> list[tuple]:
+    """How high and low were decided, saying whether the numbers are quantiles or values."""
+    t = plan.thresholds
+    if t.mode == "global_percentile":
+        return [("thresholds", "mode", f"global percentile {t.quantile} over all ordered pairs")]
+    kind = "quantiles of each query's eligible scores" if t.mode == "quantile" else "values"
+    return [
+        ("thresholds", "mode", f"per query, {kind}"),
+        ("thresholds", "topic high/low", f"{t.topic_high}/{t.topic_low} ({t.mode})"),
+        ("thresholds", "summary high/low", f"{t.summary_high}/{t.summary_low} ({t.mode})"),
+    ]
+
+
+def _report_items(plan: PlanReads, store: DuckDBStore, provenance: dict) -> list[tuple]:
     pools, outcomes = store.read_table("candidate_pools"), store.read_table("pool_outcomes")
     judgments = store.read_table("judgments")
     ratings = store.read_table("bt_ratings").join(
@@ -55,23 +71,29 @@ def _report_items(build: BuildConfig, store: DuckDBStore, provenance: dict) -> l
     )
     status = dict(outcomes.group_by("status").len().rows())
     by_group = ratings.group_by("group").agg(pl.col("rating").mean()).sort("group")
-    p = build.pools
+    shown = sorted(judgments["shown_first"].unique().to_list()) if judgments.height else []
+    t, r = plan.tournament, plan.rating
     return [
-        ("inputs", "corpus", build.inputs.corpus),
-        ("inputs", "ontology", build.inputs.ontology),
+        ("inputs", "corpus", plan.inputs.corpus),
+        ("inputs", "ontology", plan.inputs.ontology),
         ("inputs", "corpus rows", str(store.read_table("corpus").height)),
         ("inputs", "quarantined rows", str(store.read_table("corpus_quarantine").height)),
         *[
             ("construction", k, str(v))
-            for k, v in build.construction_plan().as_provenance().items()
+            for k, v in unwrap(plan.construction).as_provenance().items()
         ],
+        *_threshold_items(plan),
         ("pools", "queries", str(outcomes.height)),
         ("pools", "query status", ", ".join(f"{k}: {v}" for k, v in sorted(status.items()))),
-        ("pools", "pool size", f"{p.n_topic_only}/{p.n_summary_only}/{p.n_both}"),
+        ("pools", "pool size", "/".join(map(str, plan.pools.sizes))),
         ("pools", "relaxed candidates", str(int(pools["relaxed"].sum()))),
-        ("tournament", "rounds", str(build.tournament.rounds)),
+        ("tournament", "pairing", f"{t.pairing} (seed {t.seed})"),
+        ("tournament", "shown first (judgments)", ", ".join(shown)),
+        ("tournament", "judge calls per pair", str(t.calls_per_judgment)),
+        ("tournament", "rounds", str(t.rounds)),
         ("tournament", "judgments", str(judgments.height)),
         ("tournament", "dropped", str(judgments["outcome"].null_count())),
+        ("ratings", "Bradley–Terry", f"{r.fit}, {'soft' if r.soft else 'hard'} outcomes, C {r.c}"),
         *[("ratings", f"mean rating ({g})", f"{m:.3f}") for g, m in by_group.rows()],
         *[("judge", k, "" if v is None else v) for k, v in provenance.items()],
     ]
@@ -96,11 +118,11 @@ def _audit_items(store: DuckDBStore) -> list[tuple]:
 
 
 def _slurm_items(
-    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore, slurm: SlurmDispatch
+    context: dg.AssetExecutionContext, execution: str, store: DuckDBStore, slurm: SlurmDispatch
 ) -> tuple[list[tuple], dict]:
     """The SLURM cost section (runs that made the current LLM tables), or nothing."""
     runs = producing_runs(store)
-    if build.execution != "slurm" and not runs:
+    if execution != "slurm" and not runs:
         return [], {}
     try:
         return report_items(slurm, store, runs)
@@ -118,6 +140,7 @@ def build_report(
 ) -> dg.MaterializeResult:
     """A Markdown report of the build (inputs, construction, pools, tournament, judge, the
     published-defect audit, SLURM cost) with plots."""
+    plan = build.reads()
     provenance = judge.provenance()
     audited = "sabermath_audit" in [
         d.asset_key.to_user_string()
@@ -125,10 +148,10 @@ def build_report(
     ]
 
     def compute() -> StageOutput:
-        out = build.export_dir
+        out = plan.paths.export_dir
         out.mkdir(parents=True, exist_ok=True)
-        slurm_items, slurm_figures = _slurm_items(context, build, store, slurm)
-        items = _report_items(build, store, provenance)
+        slurm_items, slurm_figures = _slurm_items(context, plan.plan.execution, store, slurm)
+        items = _report_items(plan, store, provenance)
         items += (_audit_items(store) if audited else []) + slurm_items
         pools = store.read_table("candidate_pools")
         ratings = store.read_table("bt_ratings").join(
@@ -140,7 +163,7 @@ def build_report(
         }
         warning = judge_warning(provenance)
         report = out / "report.md"
-        report.write_text(report_markdown(build.profile, warning, items, plots))
+        report.write_text(report_markdown(plan.profile, warning, items, plots))
         table = pl.DataFrame(items, schema=["section", "item", "value"], orient="row")
         return StageOutput(
             {"build_report": table},
@@ -149,15 +172,11 @@ def build_report(
             plots=plots,
         )
 
-    settings = {
-        "out": str(build.export_dir),
-        **provenance,
-        "plan": build.construction_plan().as_provenance(),
-    }
-    return materialize_stage(context, store, settings=settings, compute=compute)
+    extra = {"judge": provenance}
+    return materialize_stage(context, store, plan, compute=compute, extra=extra)
 
 
-REPORT_DEPS = ["benchmark_export", "corpus", "candidate_pools", "judgments", "bt_ratings"]
+REPORT_DEPS = ["corpus", "candidate_pools", "judgments", "bt_ratings"]
 
 
 def build_report_asset(audited: bool) -> dg.AssetsDefinition:

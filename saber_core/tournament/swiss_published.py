@@ -1,4 +1,5 @@
-"""§10 the published Swiss tournament (``build_benchmark/generate_scores/swiss_tour_run.py``,
+"""docs/sabermath.md §10: the published Swiss tournament
+(``build_benchmark/generate_scores/swiss_tour_run.py``,
 ``next_pairs``/``sort_pairs``/``run_swiss_tour`` and the driver loop; ``config.yaml``: 20 rounds).
 
 Per query (a target) and round, with standings = wins so far (no bye points):

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import dagster as dg
 
 from saber_resources.llm.base import LLMBackend
@@ -28,14 +26,14 @@ def open_dispatch(
 
 
 def maybe_dispatcher(
-    build: Any,
+    execution: str,
     slurm: SlurmDispatch | None,
     context: dg.AssetExecutionContext,
     backend: LLMBackend | None,
     store: DuckDBStore | None = None,
 ) -> ShardDispatch | None:
-    """The SLURM dispatch when ``build.execution == "slurm"`` (the run's allocation, or one job
-    per shard), else None (in-process calls); ``store`` records the stage's cost."""
-    if slurm is None or backend is None or build.execution != "slurm":
+    """The SLURM dispatch when ``execution == "slurm"`` (the run's allocation, or one job per
+    shard), else None (in-process calls); ``store`` records the stage's cost."""
+    if slurm is None or backend is None or execution != "slurm":
         return None
     return open_dispatch(slurm, context, backend, store)

@@ -126,6 +126,13 @@ class DuckDBStore(dg.ConfigurableResource):
             return None
         return {"fingerprint": row[0], "data_version": row[1], "metadata": json.loads(row[2])}
 
+    def figures_of(self, asset_key: str) -> dict:
+        """The figures an asset recorded (its metadata), for a stage that reads them."""
+        entry = self.manifest_entry(asset_key)
+        if entry is None:
+            raise RuntimeError(f"asset {asset_key!r} has not been materialized")
+        return entry["metadata"]["figures"]
+
     def record_manifest(
         self, asset_key: str, fingerprint: str, data_version: str, run_id: str, metadata: dict
     ) -> None:

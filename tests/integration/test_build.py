@@ -43,7 +43,7 @@ def test_tournament_invariants(tiny_build):
     build, store, _ = tiny_build
     judgments = store.read_table("judgments")
     n_pools = store.read_table("candidate_pools")["query_id"].n_unique()
-    pool_size = build.pool_config().pool_size
+    pool_size = build.plan().pools.config.pool_size
     assert judgments.height == n_pools * build.tournament.rounds * pool_size // 2
     for key in (["query_id", "round", "pos_a"], ["query_id", "round", "pos_b"]):
         assert judgments.select(pl.struct(key).is_duplicated().any()).item() is False
@@ -103,7 +103,7 @@ def test_export_schema(tiny_build):
         "original_index",
     ]
     assert (queries["domains"].list.first() == queries["domain"]).all()
-    size = build.pool_config().pool_size
+    size = build.plan().pools.config.pool_size
     for column in (
         "candidates",
         "candidate_groups",

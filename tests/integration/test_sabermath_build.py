@@ -1,7 +1,7 @@
 """`method: sabermath` through the asset graph on a user corpus (JSONL: tag-path topics, ideas,
 domain lists, no ontology file): the ontology comes from the tags, and the queries and pools
 equal a plain-Python run of the published construction (tests/unit/sabermath/
-sabermath_reference.py, written from SABERMATH-METHOD.md); the released schema reads back with
+sabermath_reference.py, written from docs/sabermath.md); the released schema reads back with
 `datasets`; errors that say why and which setting fixes it."""
 
 import json
