@@ -54,7 +54,7 @@ clean:
 	rm -rf $(SABER_HOME)
 
 # A real single-node SLURM (munge, MariaDB + slurmdbd, slurmctld, slurmd with a fake GPU) and a
-# localhost sshd for dagster-slurm; installs missing Debian packages. Needs root. slurm/README.md.
+# localhost sshd for dagster-slurm; installs missing Debian packages. Needs root. docs/cluster.md.
 slurm-up:
 	SABER_SLURM_VENV=$(abspath $(VENV)) bash slurm/dev/up.sh
 
