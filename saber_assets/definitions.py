@@ -26,10 +26,14 @@ from saber_resources.store.database import DuckDBStore
 BUILD_JOB = "build_benchmark"
 EVAL_JOB = "evaluate_benchmark"
 # Dagster's multiprocess executor (steps in parallel processes), each step forked from a server
-# that has already imported this module and its libraries: a step starts in well under a second
-# instead of paying a fresh interpreter and every import (`spawn`, Dagster's default).
+# that has already imported this module and its libraries — sentence-transformers (and torch)
+# included, which the embedding judge and the retrievers need in most steps: a step starts in
+# well under a second instead of paying a fresh interpreter and every import (`spawn`, Dagster's
+# default). The forkserver only imports them: no model is loaded and no thread started before a
+# fork; the models load lazily in the steps that miss the embedding cache.
+PRELOAD = [__name__, "sentence_transformers"]
 EXECUTOR = dg.multiprocess_executor.configured(
-    {"start_method": {"forkserver": {"preload_modules": [__name__]}}}, name="saber_multiprocess"
+    {"start_method": {"forkserver": {"preload_modules": PRELOAD}}}, name="saber_multiprocess"
 )
 
 

@@ -107,14 +107,6 @@ SUPPORTED: dict[str, dict[str, tuple[str, ...]]] = {
 }
 # The step each published-defect fix changes, and the variant it needs (a fix applies to the
 # published variant of its step; the Lin diagonal exists in the all_pairs engine only).
-FIX_STEP = {
-    "ancestor_check": "tag_cleanup",
-    "root_self_similarity": "bma",
-    "empty_idea_jaccard": "tokenizer",
-    "sit_outs": "swiss",
-    "presentation": "swiss",
-    "bt_exact": "bt",
-}
 FIX_NEEDS = {
     "ancestor_check": ("tag_cleanup", "published"),
     "root_self_similarity": ("targets", "eligible_rows"),
@@ -191,14 +183,6 @@ class Construction:
         values["fixes"] = list(self.fixes)
         return values
 
-    def step_provenance(self, *steps: str) -> dict[str, object]:
-        """The named steps and the fixes that change them (for one stage's fingerprint)."""
-        out: dict[str, object] = {step: getattr(self, step) for step in steps}
-        fixes = [f for f in self.fixes if FIX_STEP[f] in steps]
-        if fixes:
-            out["fixes"] = fixes
-        return out
-
 
 def preset(method: str) -> Construction:
     """The construction of a preset: ``sabermath`` (published) or ``platform``."""
@@ -230,7 +214,6 @@ __all__ = [
     "DERIVED_STEPS",
     "FIXES",
     "FIX_NEEDS",
-    "FIX_STEP",
     "OPTION_STEPS",
     "STEPS",
     "SUPPORTED",

@@ -46,10 +46,6 @@ def benchmark_export(
     return materialize_stage(context, store, plan, compute=compute)
 
 
-def _construction(plan: PlanReads) -> dict:
-    return unwrap(plan.construction).as_provenance()
-
-
 def _threshold_items(plan: PlanReads) -> list[tuple]:
     """How high and low were decided, saying whether the numbers are quantiles or values."""
     t = plan.thresholds

@@ -57,7 +57,8 @@ def play_variant(
     grouped = pools.group_by("query_id", maintain_order=True).agg("doc_id")
     query_ids, docs = grouped["query_id"].to_list(), np.array(grouped["doc_id"].to_list(), object)
     bound = bound_judge(context, plan, store, judge, slurm, stage)
-    judgments = play_tournament(query_ids, docs, corpus_texts(corpus), bound, rules, bound.log)
+    texts, rounds = corpus_texts(corpus), plan.tournament.rounds
+    judgments = play_tournament(query_ids, docs, texts, bound, rules, bound.log, rounds)
     s = bound.stats
     fail_on_backend_errors(stage, s.errors, s.calls, s.hits)
     played = PlayedRounds.from_frame(judgments, query_ids, docs.shape[1])

@@ -214,18 +214,20 @@ def play_tournament(
     judge: TextJudge,
     rules: RoundRules,
     log: Callable[[str], None] | None = None,
+    n_rounds: int | None = None,
 ) -> pl.DataFrame:
-    """A whole tournament of ``rules.n_rounds`` rounds, round after round as
-    :func:`play_round` plays them (so its pairs equal the round assets'); all judgments as
+    """A whole tournament of ``n_rounds`` rounds (default ``rules.n_rounds``), round after round
+    as :func:`play_round` plays them (so its pairs equal the round assets'); all judgments as
     one table."""
+    n_rounds = rules.n_rounds if n_rounds is None else n_rounds
     tables: list[pl.DataFrame] = []
-    for r in range(1, rules.n_rounds + 1):
+    for r in range(1, n_rounds + 1):
         played = PlayedRounds.from_frame(
             pl.concat(tables) if tables else None, query_ids, docs.shape[1]
         )
         tables.append(play_round(r, query_ids, docs, texts, played, judge, rules))
         if log:
-            log(f"round {r}/{rules.n_rounds}: {tables[-1].height} pairs")
+            log(f"round {r}/{n_rounds}: {tables[-1].height} pairs")
     return pl.concat(tables) if tables else pl.DataFrame()
 
 

@@ -14,6 +14,7 @@ compute the same tables. No stage keeps a list of the keys it depends on.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import types
 from collections.abc import Mapping
@@ -91,9 +92,11 @@ class _Tracked:
             return value
         attribute = getattr(type(obj), name, None)
         if isinstance(attribute, property):
-            return attribute.fget(self)
+            value = attribute.fget(self)  # what it reads is recorded, and so is its result
+            self._log[path] = canonical(value)
+            return value
         if isinstance(attribute, types.FunctionType):
-            return types.MethodType(attribute, self)
+            return _RecordedCall(attribute, self, path)
         raise AttributeError(f"plan {self._path or 'plan'}: no setting {name!r}")
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -101,6 +104,20 @@ class _Tracked:
 
     def __repr__(self) -> str:
         return f"<plan reads {self._path or 'plan'}>"
+
+
+class _RecordedCall:
+    """A method of a section called through the view: what it reads and its result (under
+    ``path(args)``) are recorded, so a change of the method's code is seen too."""
+
+    def __init__(self, function: types.FunctionType, owner: _Tracked, path: str) -> None:
+        self.function, self.owner, self.path = function, owner, path
+
+    def __call__(self, *args: Any) -> Any:
+        value = self.function(self.owner, *args)
+        log = object.__getattribute__(self.owner, "_log")
+        log[f"{self.path}{args!r}"] = canonical(value)
+        return value
 
 
 class PlanReads(_Tracked):
@@ -137,12 +154,19 @@ def values_at(plan: BuildPlan, paths: list[str] | Mapping[str, Any]) -> dict[str
     name the plan no longer has), sorted by name."""
     out: dict[str, Any] = {}
     for path in sorted(paths):
-        value: Any = plan
         try:
-            for part in path.split("."):
-                value = getattr(value, part)
-        except AttributeError:
+            out[path] = canonical(_value_at(plan, path))
+        except (AttributeError, TypeError, ValueError, SyntaxError):
             out[path] = MISSING
-            continue
-        out[path] = canonical(value)
     return out
+
+
+def _value_at(plan: BuildPlan, path: str) -> Any:
+    """The value of a recorded name: ``a.b.c``, or a method call ``a.b.m('x',)``."""
+    head, call, args = path.partition("(")
+    value: Any = plan
+    for part in head.split("."):
+        value = getattr(value, part)
+    if call:
+        value = value(*ast.literal_eval(f"({args}"))
+    return value

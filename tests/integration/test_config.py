@@ -241,8 +241,15 @@ def test_reads_record_what_a_stage_reads_and_are_looked_up_later(clean_env):
     assert reads.engine == "per_query"  # a property records what it reads
     assert not reads.construction.has_fix("sit_outs")  # so does a method
     steps = unwrap(reads.construction)  # handed over whole: recorded whole
-    assert set(reads.reads) == {"tournament.rounds", "thresholds.mode", "construction.fixes",
-                                "construction"}  # fmt: skip
+    assert set(reads.reads) == {
+        "tournament.rounds",
+        "thresholds.mode",  # read by the property engine ...
+        "thresholds.engine",  # ... whose results are recorded too
+        "engine",
+        "construction.fixes",  # read by the method has_fix ...
+        "construction.has_fix('sit_outs',)",  # ... whose result is recorded too
+        "construction",
+    }
     assert reads.reads["construction"]["tokenizer"] == steps.tokenizer == "platform"
     assert values_at(plan, reads.reads) == reads.reads
     later = load_build_config("default", rounds=10).plan()
