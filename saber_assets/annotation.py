@@ -26,7 +26,7 @@ from saber_resources.config import BuildConfig, PlanReads
 from saber_resources.llm.annotators import llm_summaries, llm_topics
 from saber_resources.llm.base import LLMBackend
 from saber_resources.llm.cache import CachedLLM, CallStats
-from saber_resources.llm.prompts import load_prompt
+from saber_resources.llm.prompts import load_prompt, prompt_source
 from saber_resources.slurm import SlurmDispatch, maybe_dispatcher
 from saber_resources.store.database import DuckDBStore
 from saber_resources.store.sources import load_ontology_frame
@@ -47,9 +47,9 @@ def _progress(context: dg.AssetExecutionContext, stage: str):
     return report
 
 
-def llm_inputs(llm: LLMBackend, prompt: str) -> dict:
+def llm_inputs(llm: LLMBackend, prompt_file: str) -> dict:
     """What an LLM stage's answers depend on outside the plan: the backend and the prompt."""
-    return {"identity": llm.identity(), "prompt_hash": load_prompt(prompt).hash}
+    return {"identity": llm.identity(), "prompt_hash": load_prompt(prompt_file).hash}
 
 
 def _paid(stage: str, stats: CallStats) -> dict:
@@ -74,6 +74,8 @@ def summaries(
     plan = build.reads()
     settings = plan.annotation
     from_llm = settings.summaries == "llm"
+    # the prompt counts by its content (extra: prompt_hash), wherever its file lies
+    prompt = prompt_source("summary", plan.plan.inputs.prompts_dir) if from_llm else ""
 
     def compute() -> StageOutput:
         corpus = store.read_table("corpus")
@@ -82,12 +84,12 @@ def summaries(
         else:
             cached = _cached_llm(context, plan, store, llm, slurm)
             max_tokens, progress = settings.summary_max_tokens, _progress(context, "summaries")
-            table, stats = llm_summaries(cached, corpus, max_tokens, plan.seed, progress)
+            table, stats = llm_summaries(cached, corpus, max_tokens, plan.seed, progress, prompt)
             figures = _paid("summaries", stats)
         table = table.with_columns(pl.lit(TOKENIZER_VERSION).alias("tokenizer_version"))
         return StageOutput({"summaries": table}, figures={**summary_figures(table), **figures})
 
-    extra = llm_inputs(llm, "summary") if from_llm else {}
+    extra = llm_inputs(llm, prompt) if from_llm else {}
     return materialize_stage(context, store, plan, compute=compute, extra=extra)
 
 
@@ -127,6 +129,7 @@ def topic_annotations(
     plan = build.reads()
     settings = plan.annotation
     from_llm = settings.topics == "llm"
+    prompt = prompt_source("topics", plan.plan.inputs.prompts_dir) if from_llm else ""
 
     def compute() -> StageOutput:
         corpus, ontology = store.read_table("corpus"), store.read_table("ontology")
@@ -143,6 +146,7 @@ def topic_annotations(
                 settings.topics_max_tokens,
                 plan.seed,
                 _progress(context, "topics"),
+                prompt,
             )
             valid = valid.join(nodes, on="topic_id", how="inner", maintain_order="left")
             figures = _paid("topics", stats)
@@ -151,5 +155,5 @@ def topic_annotations(
             figures={**topic_figures(valid, rejected, corpus.height), **figures},
         )
 
-    extra = llm_inputs(llm, "topics") if from_llm else {}
+    extra = llm_inputs(llm, prompt) if from_llm else {}
     return materialize_stage(context, store, plan, compute=compute, extra=extra)

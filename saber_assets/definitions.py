@@ -8,7 +8,7 @@ from saber_assets.annotation import summaries, topic_annotations
 from saber_assets.automation import build_schedules, build_sensors
 from saber_assets.discovery import discovery_assets
 from saber_assets.evaluation import leaderboard, retriever_runs
-from saber_assets.export import benchmark_export, build_report_asset
+from saber_assets.export import benchmark_export, build_manifest_asset, build_report_asset
 from saber_assets.inputs import corpus, ontology_asset
 from saber_assets.tournament import tournament_assets
 from saber_assets.validity import (
@@ -17,11 +17,12 @@ from saber_assets.validity import (
     recipe_sensitivity_asset,
     validity_report,
 )
-from saber_resources.config import BuildConfig, load_build_config
+from saber_resources.config import BuildConfig, BuildPlan, load_build_config
 from saber_resources.factory import make_backend, make_judge
 from saber_resources.llm.base import LLMBackend
 from saber_resources.slurm import SlurmDispatch, slurm_dispatch_from_build
 from saber_resources.store.database import DuckDBStore
+from saber_runtime.stage import asset_code_versions
 
 BUILD_JOB = "build_benchmark"
 EVAL_JOB = "evaluate_benchmark"
@@ -49,7 +50,7 @@ def build_definitions(
     backend = backend or make_backend(plan)
     audit = audit_asset(build)
     steps = plan.construction
-    assets = [
+    built = [
         corpus,
         ontology_asset(steps.ontology_source == "tag_paths" or plan.engine == "all_pairs"),
         summaries,
@@ -61,6 +62,11 @@ def build_definitions(
         recipe_sensitivity_asset(plan.engine),
         *audit,
         validity_report,
+    ]
+    names = [key.to_user_string() for a in built for key in a.keys]
+    assets = [
+        *built,
+        build_manifest_asset(names),
         build_report_asset(bool(audit)),
         retriever_runs,
         leaderboard,
@@ -76,6 +82,7 @@ def build_definitions(
         description="Evaluate retrievers on the export and refresh the leaderboard.",
     )
     slurm = slurm_dispatch_from_build(plan) if plan.execution == "slurm" else None
+    assets = with_stage_versions(assets, plan)
     return dg.Definitions(
         assets=assets,
         jobs=[job, eval_job],
@@ -90,6 +97,24 @@ def build_definitions(
             "slurm": slurm or SlurmDispatch(),
         },
     )
+
+
+def with_stage_versions(
+    assets: list[dg.AssetsDefinition], plan: BuildPlan
+) -> list[dg.AssetsDefinition]:
+    """The assets with the code versions the UI compares (:func:`asset_code_versions`): an
+    asset whose code or read settings changed since its last materialization shows stale."""
+    modules = {}
+    for a in assets:
+        for key in a.keys:
+            modules[key.to_user_string()] = a.op.compute_fn.decorated_fn.__module__
+    store = DuckDBStore(database=str(plan.paths.database))
+    versions = asset_code_versions(store, plan, modules)
+
+    def versioned(spec: dg.AssetSpec) -> dg.AssetSpec:
+        return spec.replace_attributes(code_version=versions[spec.key.to_user_string()])
+
+    return [a.map_asset_specs(versioned) for a in assets]
 
 
 @dg.definitions

@@ -2,12 +2,15 @@
 
     saber build [--profile P]          materialize the whole asset graph (in a child process:
                                        SIGTERM/SIGINT stop it and cancel its SLURM jobs)
+    saber build --from-manifest M      build again from an export's manifest.json
     saber export --out DIR [--format saber|mteb|sabermath] [--benchmark DIR]
                                        write the export of the last build to a folder (saber),
                                        or an export folder as an MTEB reranking task (mteb) or
                                        in the released SaberMath schema (sabermath)
     saber lineage --query Q [--doc D]  print the provenance chain of a rating
     saber synth --out DIR              write the seeded paper-shaped synthetic input
+    saber plan [--json]                what a build would reuse, recompute or make new, and why
+                                       (with the LLM calls that would miss the cache)
     saber catalog                      print the asset map (asset, module, group, checks)
     saber docs                         rewrite the generated documents (docs/configuration.md,
                                        the README's asset maps)
@@ -36,6 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p_build = sub.add_parser("build", help="materialize the whole asset graph in-process")
     p_build.add_argument("--profile", help="profile name or YAML path (default: SABER_PROFILE)")
+    p_build.add_argument(
+        "--from-manifest",
+        type=Path,
+        help="build again from an export's manifest.json (its settings, inputs checked)",
+    )
     # the supervised child (saber_cli.supervise): run the build itself, as run --run-id
     p_build.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p_build.add_argument("--run-id", help=argparse.SUPPRESS)
@@ -60,6 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
     p_synth.add_argument("--out", type=Path, required=True)
     p_synth.add_argument("--scale", type=float, default=1.0, help="1.0 = paper size (283K docs)")
     p_synth.add_argument("--seed", type=int, default=0)
+    p_plan = sub.add_parser("plan", help="what a build would reuse or recompute, and why")
+    p_plan.add_argument("--profile", help="profile name or YAML path (default: SABER_PROFILE)")
+    p_plan.add_argument("--json", action="store_true", help="one JSON object per asset")
+    p_plan.add_argument(
+        "--all", action="store_true", help="the evaluation group too (retriever runs, leaderboard)"
+    )
     sub.add_parser("catalog", help="print the asset map of the README (from the Definitions)")
     sub.add_parser("docs", help="rewrite docs/configuration.md and the README's asset maps")
     p_lineage = sub.add_parser("lineage", help="print the provenance chain of a rating")
@@ -126,6 +140,10 @@ def _with_build(args: argparse.Namespace) -> int:
     from saber_resources.config import load_build_config
     from saber_resources.store.database import BuildLockedError, DuckDBStore
 
+    if args.command == "build" and args.from_manifest:
+        from saber_cli.rebuild import rebuild_main
+
+        return rebuild_main(args.from_manifest)
     if args.command == "build" and not args.worker:
         from saber_cli.supervise import supervise_build
 
@@ -177,6 +195,11 @@ def main(argv: list[str] | None = None) -> int:
         for method in METHODS:
             print(f"method: {method}\n\n{asset_map(method)}\n")
         return 0
+    if args.command == "plan":
+        from saber_cli.plan import plan_main
+        from saber_resources.config import load_build_config
+
+        return plan_main(load_build_config(args.profile), args.json, args.all)
     if args.command == "docs":
         from saber_cli.generated_docs import write_generated
 

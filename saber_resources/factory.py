@@ -12,6 +12,7 @@ from saber_resources.judges import EmbeddingJudge, LexicalJudge, LLMJudge, Pairw
 from saber_resources.llm.base import LLMBackend
 from saber_resources.llm.embedded import EmbeddedBackend
 from saber_resources.llm.openai_compat import OpenAICompatibleBackend
+from saber_resources.llm.prompts import prompt_source
 from saber_resources.llm.vllm_backend import VLLMBackend
 
 API_KEY_ENV = "SABER_API_KEY"
@@ -47,6 +48,7 @@ def make_judge(plan: BuildPlan, backend: LLMBackend) -> PairwiseJudge:
         return LexicalJudge()
     return LLMJudge(
         backend=backend,
+        prompt=prompt_source("judge", plan.inputs.prompts_dir),
         mode=t.judge_mode,
         both_orders=t.presentation == "both_orders",
         max_tokens=t.judge_max_tokens,

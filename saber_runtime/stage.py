@@ -14,6 +14,7 @@ tables with lineage columns and records the new fingerprint with the settings it
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,8 +24,10 @@ import dagster as dg
 import polars as pl
 
 from saber_resources.code_version import code_version
+from saber_resources.config.plan import BuildPlan
 from saber_resources.config.reads import PlanReads, values_at
 from saber_resources.store.database import DuckDBStore, Lineage, stable_hash
+from saber_runtime import dry_run
 from saber_runtime.metadata import markdown_preview, metadata_value, png_markdown
 
 
@@ -69,10 +72,37 @@ class Fingerprint:
         return stable_hash({**parts, "up": self.upstream})
 
 
+CODE_VERSION_TAG = "dagster/code_version"  # the tag Dagster's staleness reads
+
+
+def stage_version(code: str, reads: Mapping[str, Any]) -> str:
+    """The code version Dagster shows for a stage: its code and the values of the settings it
+    read, so the UI marks an asset stale when either changes (``asset_code_versions``)."""
+    return stable_hash({"code": code, "reads": dict(reads)})[:12]
+
+
+def asset_code_versions(
+    store: DuckDBStore, plan: BuildPlan, modules: Mapping[str, str]
+) -> dict[str, str]:
+    """Per asset (``modules``: asset → module of its function) the :func:`stage_version` of its
+    code and of today's values of the settings its last materialization read."""
+    entries = store.manifest_entries() if Path(store.database).exists() else {}
+    out = {}
+    for asset, module in modules.items():
+        reads = entries.get(asset, {}).get("metadata", {}).get("reads", {})
+        out[asset] = stage_version(code_version(module), values_at(plan, reads))
+    return out
+
+
 def upstream_versions(store: DuckDBStore, asset: str, upstream: list[str]) -> dict[str, str]:
-    """The recorded data version of each upstream asset (RuntimeError if one is missing)."""
+    """The recorded data version of each upstream asset (RuntimeError if one is missing; in a
+    dry run, the version each upstream decision predicts)."""
+    planned = dry_run.active()
     versions = {}
     for name in upstream:
+        if planned is not None and name in planned.predicted:
+            versions[name] = planned.predicted[name]
+            continue
         entry = store.manifest_entry(name)
         if entry is None:
             raise RuntimeError(f"asset {asset}: upstream asset {name!r} has not been materialized")
@@ -115,7 +145,19 @@ def materialize_stage(
     extra = {k: extra[k] for k in sorted(extra or {})}
     now = Fingerprint(asset, plan.reads, extra, code_version(compute.__module__), up)
     previous = store.manifest_entry(asset)
-    reused = still_valid(previous, now, plan) and _still_there(store, previous["metadata"])
+    there = previous is not None and _still_there(store, previous["metadata"])
+    planned = dry_run.active()
+    if planned is not None:
+        module = compute.__module__
+        decision = dry_run.decide(planned, asset, previous, plan, extra, module, up, there)
+        metadata = {"dry_run": decision.action, "reasons": "; ".join(decision.reasons)}
+        version = dg.DataVersion(planned.predicted.get(asset, "none"))
+        unrun = [
+            dg.AssetCheckResult(check_name=k.name, passed=True, metadata={"dry_run": "not run"})
+            for k in context.assets_def.check_keys
+        ]
+        return dg.MaterializeResult(metadata=metadata, data_version=version, check_results=unrun)
+    reused = still_valid(previous, now, plan) and there
     if reused:
         context.log.info(f"{asset}: inputs, settings and code unchanged; reusing stored tables")
         stored = previous["metadata"]
@@ -124,7 +166,9 @@ def materialize_stage(
         data_version, fingerprint = previous["data_version"], previous["fingerprint"]
         config_hash = Fingerprint(asset, stored["reads"], extra, now.code, up).config_hash
     else:
+        started = time.monotonic()
         output = compute()
+        compute_s = round(time.monotonic() - started, 3)
         now = Fingerprint(asset, plan.reads, extra, now.code, up)
         config_hash, fingerprint = now.config_hash, now.value
         lineage = Lineage(context.run.run_id, asset, config_hash, now.code)
@@ -147,7 +191,9 @@ def materialize_stage(
                 "reads": now.reads,
                 "extra": extra,
                 "code": now.code,
+                "code_files": dry_run.code_files(compute.__module__),
                 "upstream": up,
+                "compute_s": compute_s,
             },
         )
     metadata: dict[str, Any] = {
@@ -165,8 +211,13 @@ def materialize_stage(
     for name, path in plots.items():
         metadata[f"plot/{name}"] = dg.MetadataValue.md(png_markdown(path))
     check_results = checks(tables, figures) if checks else None
+    reads = previous["metadata"]["reads"] if reused else now.reads
+    tags = {CODE_VERSION_TAG: stage_version(now.code, values_at(plan.plan, reads))}
     return dg.MaterializeResult(
-        metadata=metadata, check_results=check_results, data_version=dg.DataVersion(data_version)
+        metadata=metadata,
+        check_results=check_results,
+        data_version=dg.DataVersion(data_version),
+        tags=tags,
     )
 
 

@@ -5,9 +5,12 @@ import dagster as dg
 import polars as pl
 
 from saber_assets.export.report import judge_warning, ratings_plot, report_markdown, signals_plot
-from saber_assets.export.writer import write_export
+from saber_assets.export.writer import write_export, write_manifest
 from saber_resources.config import BuildConfig, PlanReads, unwrap
+from saber_resources.embeddings.embedder import model_identity
 from saber_resources.judges import PairwiseJudge
+from saber_resources.llm.base import LLMBackend
+from saber_resources.provenance import build_manifest
 from saber_resources.slurm import SlurmDispatch, producing_runs, report_items
 from saber_resources.store.database import DuckDBStore
 from saber_runtime.stage import StageOutput, materialize_stage
@@ -148,7 +151,7 @@ def build_report(
         out.mkdir(parents=True, exist_ok=True)
         slurm_items, slurm_figures = _slurm_items(context, plan.plan.execution, store, slurm)
         items = _report_items(plan, store, provenance)
-        items += (_audit_items(store) if audited else []) + slurm_items
+        items += (_audit_items(store) if audited else []) + slurm_items + _reproduce_items(store)
         pools = store.read_table("candidate_pools")
         ratings = store.read_table("bt_ratings").join(
             pools.select("query_id", "doc_id", "group"), on=["query_id", "doc_id"]
@@ -172,10 +175,72 @@ def build_report(
     return materialize_stage(context, store, plan, compute=compute, extra=extra)
 
 
-REPORT_DEPS = ["corpus", "candidate_pools", "judgments", "bt_ratings"]
+REPORT_DEPS = ["corpus", "candidate_pools", "judgments", "bt_ratings", "build_manifest"]
+
+
+def _reproduce_items(store: DuckDBStore) -> list[tuple]:
+    """How to make this build again, from the build manifest."""
+    made = store.figures_of("build_manifest")
+    commit = made.get("commit") or "unknown (no git checkout)"
+    dirty = " with uncommitted changes" if made.get("dirty") else ""
+    return [
+        ("reproduce", "code", f"commit {commit}{dirty}"),
+        ("reproduce", "manifest", made["manifest"]),
+        ("reproduce", "command", f"saber build --from-manifest {made['manifest']}"),
+    ]
 
 
 def build_report_asset(audited: bool) -> dg.AssetsDefinition:
     """``build_report`` (reading the published-defect audit when the build has one)."""
     deps = [*REPORT_DEPS, *(["sabermath_audit"] if audited else [])]
     return dg.asset(group_name="export", deps=deps, kinds={"markdown"})(build_report)
+
+
+def _models(plan: PlanReads, llm: LLMBackend, judge: PairwiseJudge) -> dict:
+    """The identities of the models behind the labels (the LLM only when a stage uses it)."""
+    uses_llm = "llm" in (plan.annotation.summaries, plan.annotation.topics, plan.tournament.judge)
+    return {
+        "llm": llm.identity() if uses_llm else None,
+        "judge": judge.provenance(),
+        "embedder": model_identity(),
+    }
+
+
+def build_manifest_asset(upstream: list[str]) -> dg.AssetsDefinition:
+    """``build_manifest``: ``manifest.json`` in the export folder — the files, what made the
+    build (commit, settings and where they came from, package versions, input and prompt
+    hashes, models: :mod:`saber_resources.provenance`) and the fingerprint and data version of
+    every ``upstream`` asset; ``saber build --from-manifest`` rebuilds from it."""
+
+    @dg.asset(name="build_manifest", group_name="export", deps=upstream, kinds={"json"})
+    def _manifest(
+        context: dg.AssetExecutionContext,
+        build: BuildConfig,
+        store: DuckDBStore,
+        llm: LLMBackend,
+        judge: PairwiseJudge,
+    ) -> dg.MaterializeResult:
+        plan = build.reads()
+        made = build_manifest(build, _models(plan, llm, judge))
+
+        def compute() -> StageOutput:
+            out = plan.paths.export_dir
+            files = {k[5:]: v for k, v in store.figures_of("benchmark_export").items()
+                     if k.startswith("rows/")}  # fmt: skip
+            assets = store.versions_of(upstream)
+            path = write_manifest(out, files, made, assets)
+            table = pl.DataFrame({"asset": list(assets), **_columns(assets)})
+            figures = {"manifest": str(path), "commit": made["code"].get("commit"),
+                       "dirty": made["code"].get("dirty")}  # fmt: skip
+            return StageOutput({"build_manifest": table}, figures=figures, files=[path])
+
+        return materialize_stage(context, store, plan, compute=compute, extra={"manifest": made})
+
+    return _manifest
+
+
+def _columns(assets: dict) -> dict:
+    return {
+        "fingerprint": [v["fingerprint"] for v in assets.values()],
+        "data_version": [v["data_version"] for v in assets.values()],
+    }

@@ -22,7 +22,7 @@ STAGES = {
     "discovery": ["queries", "topic_similarity", "summary_similarity", "candidate_pools"],
     "tournament": ["judgments", "bt_ratings"],
     "validity": ["rating_intervals", "recipe_sensitivity", "validity_report"],
-    "export": ["benchmark_export", "build_report"],
+    "export": ["benchmark_export", "build_manifest", "build_report"],
     "evaluation": ["retriever_runs", "leaderboard"],
 }
 CHECKS = {
@@ -217,6 +217,7 @@ def test_each_asset_declares_exactly_the_assets_whose_tables_it_reads(tmp_path, 
 
     reads: dict[str, set[str]] = defaultdict(set)
     read_table, figures_of = DuckDBStore.read_table, DuckDBStore.figures_of
+    versions_of = DuckDBStore.versions_of
 
     def running() -> str:
         return dg.AssetExecutionContext.get().asset_key.to_user_string()
@@ -229,8 +230,22 @@ def test_each_asset_declares_exactly_the_assets_whose_tables_it_reads(tmp_path, 
         reads[running()].add(("asset", asset))
         return figures_of(self, asset)
 
+    def recorded_versions(self, assets):
+        reads[running()].update(("asset", a) for a in assets)
+        return versions_of(self, assets)
+
+    from saber_assets.discovery import per_query
+
+    stored_matrix = per_query.stored_matrix
+
+    def recorded_matrix(plan, name):  # a matrix file is named after the asset that wrote it
+        reads[running()].add(("asset", name))
+        return stored_matrix(plan, name)
+
+    monkeypatch.setattr(per_query, "stored_matrix", recorded_matrix)
     monkeypatch.setattr(DuckDBStore, "read_table", recorded_table)
     monkeypatch.setattr(DuckDBStore, "figures_of", recorded_figures)
+    monkeypatch.setattr(DuckDBStore, "versions_of", recorded_versions)
     build = load_build_config("tiny", home=str(tmp_path), recipe_queries=2)
     defs = build_definitions(build)
     defs.resolve_implicit_global_asset_job_def().execute_in_process(
@@ -245,6 +260,7 @@ def test_each_asset_declares_exactly_the_assets_whose_tables_it_reads(tmp_path, 
         asset = key.to_user_string()
         used = {producer.get(n) if kind == "table" else n for kind, n in reads[asset]}
         used -= {None, asset}  # tables no asset writes (the LLM call cache), its own tables
+        used &= {k.to_user_string() for k in graph.get_all_asset_keys()}  # its own matrices
         deps = {p.to_user_string() for p in graph.get(key).parent_keys}
         if used != deps:
             mismatches[asset] = {"read, not a dep": used - deps, "dep, not read": deps - used}
