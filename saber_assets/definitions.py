@@ -5,7 +5,7 @@ from __future__ import annotations
 import dagster as dg
 
 from saber_assets.annotation import summaries, topic_annotations
-from saber_assets.automation import build_schedules, build_sensors
+from saber_assets.automation import REFRESH_JOB, build_schedules, build_sensors
 from saber_assets.discovery import discovery_assets
 from saber_assets.evaluation import leaderboard, retriever_runs
 from saber_assets.export import benchmark_export, build_manifest_asset, build_report_asset
@@ -81,11 +81,16 @@ def build_definitions(
         selection=dg.AssetSelection.groups("evaluation"),
         description="Evaluate retrievers on the export and refresh the leaderboard.",
     )
+    refresh_job = dg.define_asset_job(
+        REFRESH_JOB,
+        selection=dg.AssetSelection.all(),
+        description="Rebuild and refresh the leaderboard (the schedule's and the sensor's job).",
+    )
     slurm = slurm_dispatch_from_build(plan) if plan.execution == "slurm" else None
     assets = with_stage_versions(assets, plan)
     return dg.Definitions(
         assets=assets,
-        jobs=[job, eval_job],
+        jobs=[job, eval_job, refresh_job],
         executor=EXECUTOR,
         schedules=build_schedules(build),
         sensors=build_sensors(build, slurm),

@@ -11,6 +11,8 @@
     saber synth --out DIR              write the seeded paper-shaped synthetic input
     saber plan [--json]                what a build would reuse, recompute or make new, and why
                                        (with the LLM calls that would miss the cache)
+    saber slurm check [--profile P]    check the cluster profile (SSH, partition, GPU type,
+                                       payload environment, a one-minute test job)
     saber catalog                      print the asset map (asset, module, group, checks)
     saber docs                         rewrite the generated documents (docs/configuration.md,
                                        the README's asset maps)
@@ -74,6 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     p_plan.add_argument(
         "--all", action="store_true", help="the evaluation group too (retriever runs, leaderboard)"
     )
+    p_slurm = sub.add_parser("slurm", help="the build's SLURM cluster")
+    p_check = p_slurm.add_subparsers(dest="slurm", required=True).add_parser(
+        "check", help="SSH, partition, GPU type, payload environment and a one-minute test job"
+    )
+    p_check.add_argument("--profile", help="profile name or YAML path (default: SABER_PROFILE)")
     sub.add_parser("catalog", help="print the asset map of the README (from the Definitions)")
     sub.add_parser("docs", help="rewrite docs/configuration.md and the README's asset maps")
     p_lineage = sub.add_parser("lineage", help="print the provenance chain of a rating")
@@ -133,6 +140,21 @@ def _synth(args: argparse.Namespace) -> int:
         "(which generates the same input in-process)"
     )
     return 0
+
+
+def _slurm_check(profile: str | None) -> int:
+    """Print each check of the build's cluster profile; exit 1 when one fails."""
+    from saber_resources.config import load_build_config
+    from saber_resources.slurm import slurm_dispatch_from_build
+    from saber_resources.slurm.check import check_profile
+
+    plan = load_build_config(profile).plan()
+    settings = slurm_dispatch_from_build(plan)
+    print(f"cluster profile {plan.slurm.profile!r} (partition {settings.partition!r})")
+    checks = check_profile(settings)
+    for result in checks:
+        print(result.line())
+    return 0 if all(c.ok for c in checks) else 1
 
 
 def _with_build(args: argparse.Namespace) -> int:
@@ -200,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         from saber_resources.config import load_build_config
 
         return plan_main(load_build_config(args.profile), args.json, args.all)
+    if args.command == "slurm":
+        return _slurm_check(args.profile)
     if args.command == "docs":
         from saber_cli.generated_docs import write_generated
 

@@ -60,6 +60,8 @@ def test_definitions_hold_every_asset_check_and_job(tmp_path):
         k.to_user_string() for k in defs.resolve_job_def(EVAL_JOB).asset_layer.executable_asset_keys
     }
     assert eval_job == set(STAGES["evaluation"])
+    refresh = defs.resolve_job_def("refresh_benchmark").asset_layer.executable_asset_keys
+    assert {k.to_user_string() for k in refresh} == keys  # schedules refresh the leaderboard
     # each round depends on the previous one's standings
     parents = graph.get(dg.AssetKey("tournament_round_02")).parent_keys
     assert dg.AssetKey("tournament_round_01") in parents
