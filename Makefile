@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: setup run test test-unit test-slow bench bench-quick ui lint dagster-home clean slurm-up slurm-down
+.PHONY: setup run test test-unit test-e2e test-slow bench bench-quick ui lint dagster-home clean slurm-up slurm-down
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -32,6 +32,10 @@ test:
 # the fast tier: pure algorithms (saber_core, the study), no Dagster, no builds
 test-unit:
 	$(PY) -m pytest -q tests/unit
+
+# end-to-end checks: whole builds in subprocesses, the UI, real model generation (CI runs them)
+test-e2e:
+	$(PY) -m pytest -q -m "e2e and not slow"
 
 test-slow:
 	$(PY) -m pytest -q -m slow

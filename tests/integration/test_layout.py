@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from saber_assets.definitions import BUILD_JOB, EVAL_JOB, build_definitions
 from saber_cli.catalog import asset_map, readme_section
@@ -209,6 +210,7 @@ def _produced_by(store) -> dict[str, str]:
     return out
 
 
+@pytest.mark.e2e
 def test_each_asset_declares_exactly_the_assets_whose_tables_it_reads(tmp_path, monkeypatch):
     """The table wiring, derived from the code as it runs: every table (or recorded figures) an
     asset reads belongs to one of its ``deps``, and every dep is read — so a reuse decision

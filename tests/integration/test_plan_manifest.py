@@ -61,6 +61,7 @@ def llm_home(tmp_path_factory):
     return home
 
 
+@pytest.mark.e2e
 def test_an_edited_judge_prompt_recomputes_the_rounds_and_counts_the_misses(llm_home, tmp_path):
     prompts = tmp_path / "prompts"
     shutil.copytree(PROMPTS_DIR, prompts)
@@ -99,6 +100,7 @@ def _rows(store: DuckDBStore, table: str) -> pl.DataFrame:
     return frame.drop([c for c in frame.columns if c.startswith("_")]).sort(frame.columns[:3])
 
 
+@pytest.mark.e2e
 def test_from_manifest_rebuilds_equal_tables(tiny_build, tmp_path):
     build, store, _ = tiny_build
     home = tmp_path / "again"
