@@ -99,15 +99,25 @@ def _report_items(plan: PlanReads, store: DuckDBStore, provenance: dict) -> list
 
 
 def _audit_items(store: DuckDBStore) -> list[tuple]:
-    """The build report's rows for the published-defect audit (one per fix)."""
-    rows = []
-    for r in store.read_table("sabermath_audit").iter_rows(named=True):
-        direction = "off (build has it)" if r["build_has_fix"] else "on"
+    """The build report's rows for the published-defect audit: the control first (and what it
+    means when it does not reproduce the build), then one row per fix."""
+    table = store.read_table("sabermath_audit")
+    control = table.row(0, named=True)
+    exact = control["rating_spearman"] >= 1.0 - 1e-12 and control["bm25_ndcg_shift"] == 0.0
+    verdict = (
+        "reproduces the build"
+        if exact
+        else ("DOES NOT reproduce the build: the fixes' numbers below measure the replay too")
+    )
+    rows = [("published-defect audit", "control (no fix)", verdict)]
+    for r in table.iter_rows(named=True):
+        control = r["fix"].startswith("control")
+        direction = "" if control else (" off (build has it)" if r["build_has_fix"] else " on")
         shift = r["bm25_ndcg_shift"]
         rows.append(
             (
                 "published-defect audit",
-                f"{r['fix']} {direction}",
+                f"{r['fix']}{direction}",
                 f"pools changed {r['pools_changed']:.0%}, rating Spearman "
                 f"{r['rating_spearman']:.3f}, BM25 nDCG@10 shift {shift:+.4f} "
                 f"({r['queries']} queries)",

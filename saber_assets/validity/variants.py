@@ -9,10 +9,11 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from saber_assets.tables import corpus_texts
+from saber_assets.tables import corpus_texts, pool_matrix
 from saber_assets.tournament import bound_judge
 from saber_core.rating.comparisons import PlayedRounds
 from saber_core.tournament.judgment_table import RoundRules, play_tournament, rating_table
+from saber_core.tournament.rows import Rows
 from saber_core.validity.reliability import recipe_agreement
 from saber_eval.benchmark import MAIN_SETTING, in_memory_benchmark
 from saber_eval.registry import load_registry
@@ -51,14 +52,18 @@ def play_variant(
     stage: str,
 ) -> Variant:
     """Play ``rules`` on ``pools`` (``query_id, position, doc_id``; queries of the build), rate
-    with ``fit``, and compare with the build's stored ratings of the same queries."""
+    with ``fit``, and compare with the build's stored ratings of the same queries. Each query is
+    played as the row it is in the build's tournament (:class:`Rows`): with the build's pools
+    and rules the variant replays the build exactly, so any difference is the variant's."""
     rating = plan.rating
     pools = pools.sort("query_id", "position")
     grouped = pools.group_by("query_id", maintain_order=True).agg("doc_id")
     query_ids, docs = grouped["query_id"].to_list(), np.array(grouped["doc_id"].to_list(), object)
+    built = {q: i for i, q in enumerate(pool_matrix(store)[0])}
+    rows = Rows(np.array([built[q] for q in query_ids], dtype=np.int64), len(built))
     bound = bound_judge(context, plan, store, judge, slurm, stage)
     texts, rounds = corpus_texts(corpus), plan.tournament.rounds
-    judgments = play_tournament(query_ids, docs, texts, bound, rules, bound.log, rounds)
+    judgments = play_tournament(query_ids, docs, texts, bound, rules, bound.log, rounds, rows)
     s = bound.stats
     fail_on_backend_errors(stage, s.errors, s.calls, s.hits)
     played = PlayedRounds.from_frame(judgments, query_ids, docs.shape[1])
