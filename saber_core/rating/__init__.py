@@ -1,0 +1,1 @@
+"""Rating stage: from pairwise strengths to graded relevance labels."""
