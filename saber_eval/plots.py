@@ -216,10 +216,9 @@ def mteb_scatter(
 
 def write_plots(frame: pl.DataFrame, folder: Path) -> dict[str, Path]:
     """Every plot of a leaderboard frame, written into ``folder``."""
-    from saber_eval.leaderboard import NDCG_COLUMNS, public_columns
+    from saber_eval.leaderboard import domain_columns
 
-    columns = public_columns(frame)
-    domains = columns[2 + len(NDCG_COLUMNS) : -2]
+    domains = domain_columns(frame)
     plots = {
         "quality_latency": quality_latency_plot(frame, folder / "quality_latency.png"),
         "per_domain": per_domain_plot(frame, domains, folder / "per_domain.png"),
