@@ -20,12 +20,12 @@ The judge, shown ``(f, g)`` (``f`` first) for the k-th time, answers "f" iff::
     (s_f + δ_f) − (s_g + δ_g) + η_fg + γ (u_f × u_g) + τ ε_k + β₀ exp(−|s_f − s_g| / w) > 0
 
 with ``δ_i ~ N(0, item_bias²)`` the judge's own taste for a candidate (0 by default; no number of
-calls removes it, and a retriever built like the judge shares it), ``η_fg = −η_gf ~ N(0,
-pair_noise²)`` fixed per pair (what a judge gets wrong about a pair every time), ``ε_k ~ Logistic(0,
-1)`` per call (antisymmetric: the same call noise whichever is shown first), ``u_i ~ N(0, I₂)`` and
-``u_f × u_g = u_f1 u_g2 − u_f2 u_g1`` a mild rock–paper– scissors (intransitive) term, and a
-position bias for the first answer that peaks at ``β₀`` for equal candidates and fades with the gap
-(real judges show it most on close pairs).
+calls removes it, and a retriever built like the judge shares it), ``η_fg = −η_gf`` drawn from
+``N(0, pair_noise²)`` and fixed per pair (what a judge gets wrong about a pair every time),
+``ε_k`` standard logistic per call (antisymmetric: the same call noise whichever is shown first),
+``u_i ~ N(0, I₂)`` and ``u_f × u_g = u_f1 u_g2 − u_f2 u_g1`` a mild rock–paper–scissors
+(intransitive) term, and a position bias for the first answer that peaks at ``β₀`` for equal
+candidates and fades with the gap (real judges show it most on close pairs).
 
 Pointwise grader (one call per candidate): ``grade_i = #{k : s_i + o_q + σ_pw ε_i > t_k}``,
 thresholds ``t = (−0.5, 0.8, 1.8, 2.8)`` (grades 0–4), a per-query offset ``o_q ~ N(0, 0.5²)``
