@@ -32,6 +32,10 @@ def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.split(",") if x.strip())
 
 
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``saber study budget`` arguments (defaults = :class:`BudgetStudyConfig`)."""
     d, j, g = BudgetStudyConfig(), JudgeModel(), DesignConfig()
@@ -48,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--candidates", type=int, default=d.candidates)
     p.add_argument("--bootstrap", type=int, default=d.bootstrap)
     p.add_argument("--budgets", type=_ints, default=g.budgets, help="comma list of calls")
+    p.add_argument("--designs", type=_names, default=g.designs, help="comma list")
+    p.add_argument("--presentations", type=_names, default=g.presentations, help="comma list")
+    p.add_argument("--scales", type=_names, default=d.scales, help="comma list")
+    p.add_argument("--C", type=float, default=g.C, help="BT L2 strength (published: 1)")
     for field in ("item_bias", "pair_noise", "call_noise", "intransitivity", "bias_peak"):
         p.add_argument(f"--{field.replace('_', '-')}", type=float, default=getattr(j, field))
     p.add_argument("--markdown", type=Path, default=None, help="budget.json: print its section")
@@ -66,7 +74,12 @@ def config_from(args: argparse.Namespace) -> BudgetStudyConfig:
         intransitivity=args.intransitivity,
         bias_peak=args.bias_peak,
     )
-    design = DesignConfig(budgets=tuple(args.budgets))
+    design = DesignConfig(
+        budgets=tuple(args.budgets),
+        designs=tuple(args.designs),
+        presentations=tuple(args.presentations),
+        C=args.C,
+    )
     sizes = {
         "seeds": args.seeds,
         "queries": args.queries,
@@ -77,7 +90,29 @@ def config_from(args: argparse.Namespace) -> BudgetStudyConfig:
     if args.quick:
         sizes = dict(QUICK)
         design = replace(design, **QUICK_DESIGN)
-    return BudgetStudyConfig(first_seed=args.first_seed, design=design, judge=judge, **sizes)
+    return BudgetStudyConfig(
+        first_seed=args.first_seed, scales=tuple(args.scales), design=design, judge=judge, **sizes
+    )
+
+
+def check(cfg: BudgetStudyConfig) -> str | None:
+    """What makes a configuration unusable (None when it is fine)."""
+    from saber_core.rating.scales import SCALES
+    from saber_study.label_budget.designs import DESIGNS, PRESENTATIONS
+
+    for given, known, what in (
+        (cfg.design.designs, DESIGNS, "designs"),
+        (cfg.design.presentations, PRESENTATIONS, "presentations"),
+        (cfg.scales, SCALES, "scales"),
+    ):
+        unknown = sorted(set(given) - set(known))
+        if unknown or not given:
+            return f"{what} must be a non-empty subset of {', '.join(known)} (got {unknown})"
+    if min(cfg.design.budgets) <= cfg.candidates:
+        return "every budget must exceed the number of candidates"
+    if cfg.queries < 2 or cfg.seeds < 1:
+        return "need at least 2 queries and 1 seed"
+    return None
 
 
 def budget_main(argv: Sequence[str] | None = None) -> int:
@@ -91,8 +126,9 @@ def budget_main(argv: Sequence[str] | None = None) -> int:
             args.readme.write_text(replace_section(args.readme.read_text(), section))
         return 0
     cfg = config_from(args)
-    if min(cfg.design.budgets) <= cfg.candidates or cfg.queries < 2:
-        print("saber study budget: every budget must exceed the candidates", file=sys.stderr)
+    problem = check(cfg)
+    if problem:
+        print(f"saber study budget: {problem}", file=sys.stderr)
         return 2
     log = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     from threadpoolctl import threadpool_limits

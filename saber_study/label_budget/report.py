@@ -89,6 +89,8 @@ def goal_sentence(results: dict) -> str:
         r = min(met, key=lambda x: (x["calls_per_query"], x["abs_dndcg"]))
         return f"**Goal reached** by {_name(r)} at {r['calls_per_query']:,} calls per query."
     within = [r for r in results["rows"] if r["calls_per_query"] <= GOAL["calls"]]
+    if not within:
+        return f"**Goal not reached**: no budget of at most {GOAL['calls']} calls was measured."
     r = min(within, key=lambda x: x["abs_dndcg"])
     return (
         f"**Goal not reached** (|ΔnDCG@10| ≤ {GOAL['abs_dndcg']} with the shift, P(τ ≥ 0.95) ≥ "
@@ -164,24 +166,31 @@ def replace_section(text: str, section: str) -> str:
 
 
 def plot(results: dict, path: Path) -> Path:
-    """|ΔnDCG@10| vs calls per query (log–log), one panel per presentation order, a line per
-    design × scale; the goal (0.01 at ≤ 750 calls) shaded."""
+    """|ΔnDCG@10| vs calls per query (log–log), one panel per scale, a line per design (colour)
+    × presentation order (solid: pool order, dashed: seeded random); the goal region (≤ 0.01 at
+    ≤ 750 calls) shaded and the judge's limit dotted."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = results["rows"]
-    orders = sorted({r["presentation"] for r in rows})
-    fig, axes = plt.subplots(1, len(orders), figsize=(6.5 * len(orders), 5), sharey=True)
-    axes = [axes] if len(orders) == 1 else list(axes)
-    styles = {d: s for d, s in zip(("swiss", "adaptive", "metric_aware", "pointwise_top"),
-                                   ("-", "--", "-.", ":"), strict=True)}  # fmt: skip
-    scales = sorted({r["scale"] for r in rows})
-    colours = {s: f"C{i}" for i, s in enumerate(scales)}
-    for ax, order in zip(axes, orders, strict=True):
-        for design in styles:
-            for scale in scales:
+    scales = list(dict.fromkeys(r["scale"] for r in rows))
+    designs = list(dict.fromkeys(r["design"] for r in rows))
+    limit = {r["scale"]: r["abs_dndcg"] for r in results.get("judge_limit", [])}
+    calls = sorted({r["calls_per_query"] for r in rows})
+    cols = min(3, len(scales))
+    nrows = -(-len(scales) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.8 * nrows), squeeze=False)
+    low = min([r["abs_dndcg"] for r in rows] + list(limit.values()) + [GOAL["abs_dndcg"]])
+    high = max(r["abs_dndcg"] for r in rows)
+    for k, ax in enumerate(axes.ravel()):
+        if k >= len(scales):
+            ax.set_visible(False)
+            continue
+        scale = scales[k]
+        for i, design in enumerate(designs):
+            for order, style in (("pool_order", "-"), ("seeded_random", "--")):
                 pts = sorted(
                     (r["calls_per_query"], r["abs_dndcg"])
                     for r in rows
@@ -189,17 +198,22 @@ def plot(results: dict, path: Path) -> Path:
                 )
                 if pts:
                     x, y = zip(*pts, strict=True)
-                    ax.plot(x, y, styles[design], color=colours[scale], lw=1.2,
-                            label=f"{design} · {scale}")  # fmt: skip
-        ax.axhline(GOAL["abs_dndcg"], color="k", lw=0.8)
-        ax.axvspan(0, GOAL["calls"], ymax=0.02, color="k", alpha=0.2)
+                    ax.plot(x, y, style, color=f"C{i}", marker="o", ms=3, lw=1.2,
+                            label=f"{design} · {order}")  # fmt: skip
+        ax.fill_between([calls[0] * 0.9, GOAL["calls"]], low * 0.8, GOAL["abs_dndcg"],
+                        color="tab:green", alpha=0.15, lw=0)  # fmt: skip
+        if scale in limit:
+            ax.axhline(limit[scale], color="k", ls=":", lw=1)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_title(f"presentation: {order}")
+        ax.set_xlim(calls[0] * 0.9, calls[-1] * 1.1)
+        ax.set_ylim(low * 0.8, high * 1.2)
+        ax.set_title(f"scale: {scale}", fontsize=10)
         ax.set_xlabel("judge calls per query")
-    axes[0].set_ylabel("mean |ΔnDCG@10| vs true labels (shift included)")
-    axes[-1].legend(fontsize=6, ncol=2)
+        ax.set_ylabel("mean |ΔnDCG@10| vs true labels")
+    axes[0, 0].legend(fontsize=6)
+    fig.suptitle("shaded: the goal (≤ 0.01 at ≤ 750 calls); dotted: the judge's limit", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
