@@ -29,7 +29,9 @@ candidates stay NaN. Statistics are over each query's present candidates; ``β̄
 * ``anchored`` (gain against a reference item): ``y = 5 σ(β − β_ref)``, five times the
   probability that the candidate beats the query's reference candidate ``reference[q]``.
 
-All-NaN queries stay NaN. Invalid input raises ValueError naming the query and field.
+``noise_var`` for a BT fit: :func:`saber_core.rating.noise.strength_noise_variance`. All-NaN
+queries stay NaN (``anchored`` needs a present reference). Invalid input raises ValueError naming
+the query and field.
 """
 
 from __future__ import annotations

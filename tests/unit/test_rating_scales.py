@@ -107,3 +107,23 @@ def test_bad_input_names_the_query_and_field(kwargs, message):
         scale_ratings("minmax", np.array([[np.inf, 0.0]]))
     with pytest.raises(ValueError, match="quantile_low"):
         ScaleParams(quantile_low=0.9, quantile_high=0.1)
+
+
+def test_noise_variance_by_hand_and_equal_to_the_studys():
+    from saber_core.comparisons import Comparisons
+    from saber_core.rating.noise import strength_noise_variance
+    from saber_study.label_budget.bt import sandwich_variance
+
+    # one query, candidates 0, 1, 2: games 0–1 (twice, one dropped) and 1–2
+    rows = Comparisons([0, 0, 0], [0, 0, 1], [1, 1, 2], [1.0, np.nan, 0.0], 1, 3)
+    beta = np.array([[0.5, 0.0, -0.5]])
+    w = expit(0.5) * (1 - expit(0.5))  # both played games have |z| = 0.5
+    info = np.array([[w, 2 * w, w]])
+    np.testing.assert_allclose(strength_noise_variance(rows, beta), info / (1 + info) ** 2)
+    np.testing.assert_allclose(
+        strength_noise_variance(rows, beta, C=2.0), 2 * info / (1 + 2 * info) ** 2
+    )
+    a, b = np.array([[0, 1]]), np.array([[1, 2]])
+    np.testing.assert_allclose(sandwich_variance(beta, a, b, np.array([2])), info / (1 + info) ** 2)
+    with pytest.raises(ValueError, match="do not match"):
+        strength_noise_variance(rows, np.zeros((1, 4)))
