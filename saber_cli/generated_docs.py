@@ -1,9 +1,11 @@
-"""The generated documents: ``docs/configuration.md`` (from the config schema) and the README's
-asset maps (from the ``Definitions``). ``saber docs`` rewrites them; a test keeps them equal."""
+"""The generated documents: ``docs/configuration.md`` (from the config schema), the README's
+asset maps (from the ``Definitions``) and its label-budget table (from the study's
+``docs/budget-study/budget.json``). ``saber docs`` rewrites them; a test keeps them equal."""
 
 from __future__ import annotations
 
 import inspect
+import json
 import re
 import typing
 from pathlib import Path
@@ -99,6 +101,16 @@ def configuration_markdown() -> str:
     return "\n".join(parts) + "\n"
 
 
+BUDGET = ROOT / "docs" / "budget-study" / "budget.json"
+
+
+def readme_with_budget(readme: str) -> str:
+    """``readme`` with the label-budget table regenerated from the study's ``budget.json``."""
+    from saber_study.label_budget.report import readme_section, replace_section
+
+    return replace_section(readme, readme_section(json.loads(BUDGET.read_text())))
+
+
 def readme_with_maps(readme: str) -> str:
     """``readme`` with every asset map between its markers regenerated."""
     for method in METHODS:
@@ -115,7 +127,7 @@ def write_generated() -> list[Path]:
     changed = []
     for path, text in (
         (CONFIGURATION, configuration_markdown()),
-        (README, readme_with_maps(README.read_text())),
+        (README, readme_with_budget(readme_with_maps(README.read_text()))),
     ):
         if not path.exists() or path.read_text() != text:
             path.write_text(text)

@@ -18,6 +18,7 @@
                                        the README's asset maps)
     saber eval …                       evaluate retrievers (``saber eval -h``; no Dagster)
     saber study tournament …           simulation study (``saber study tournament -h``; no Dagster)
+    saber study budget …               label scales × designs × judge budgets (``-h``; no Dagster)
 
 Dagster is imported only by the subcommands that need it.
 """
@@ -35,10 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("eval", help="evaluate retrievers on a benchmark folder (saber eval -h)")
     study = sub.add_parser("study", help="reproducible simulation studies")
-    study.add_subparsers(dest="study").add_parser(
+    studies = study.add_subparsers(dest="study")
+    studies.add_parser(
         "tournament",
         help="Swiss vs information-gain vs round robin, triage (saber study tournament -h)",
     )
+    studies.add_parser("budget", help="label scales × designs × budgets (saber study budget -h)")
     p_build = sub.add_parser("build", help="materialize the whole asset graph in-process")
     p_build.add_argument("--profile", help="profile name or YAML path (default: SABER_PROFILE)")
     p_build.add_argument(
@@ -206,6 +209,10 @@ def main(argv: list[str] | None = None) -> int:
         from saber_study.cli import study_main
 
         return study_main(argv[2:])
+    if argv[:2] == ["study", "budget"]:
+        from saber_study.label_budget.cli import budget_main
+
+        return budget_main(argv[2:])
     args = build_parser().parse_args(argv)
     if args.command == "synth":
         return _synth(args)

@@ -13,7 +13,7 @@ import pytest
 
 from saber_assets.definitions import BUILD_JOB, EVAL_JOB, build_definitions
 from saber_cli.catalog import asset_map, readme_section
-from saber_cli.generated_docs import CONFIGURATION, configuration_markdown
+from saber_cli.generated_docs import CONFIGURATION, configuration_markdown, readme_with_budget
 from saber_resources.code_version import PACKAGES, PROJECT_ROOT, code_version, module_closure
 from saber_resources.config import load_build_config
 
@@ -87,6 +87,7 @@ def test_generated_documents_are_current():
     for method in ("platform", "sabermath"):
         assert readme_section(readme, method) == asset_map(method), "run `saber docs`"
     assert CONFIGURATION.read_text() == configuration_markdown(), "run `saber docs`"
+    assert readme_with_budget(readme) == readme, "run `saber docs` (the budget table)"
 
 
 def test_paper_profile_is_one_config_away(tmp_path):
