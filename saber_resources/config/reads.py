@@ -34,6 +34,10 @@ from saber_resources.config.plan import (
 )
 
 MISSING = "<missing>"
+# Where a build keeps its files: read freely, never recorded — the files' contents are what a
+# stage depends on (its upstream data versions), and a stage whose stored files are gone
+# recomputes anyway; a SABER home moved or copied elsewhere is still the same build.
+UNRECORDED = ("paths",)
 _SECTIONS = (BuildPlan, ThresholdsPlan, PoolsPlan, TournamentPlan, RatingPlan, AuditPlan)
 
 
@@ -84,6 +88,8 @@ class _Tracked:
     def __getattr__(self, name: str) -> Any:
         obj, path = self._obj, f"{self._path}.{name}" if self._path else name
         fields = _fields(obj)
+        if not self._path and name in UNRECORDED:
+            return getattr(obj, name)
         if name in fields or ("written" in fields and name in _fields(obj.written)):
             value = getattr(obj, name)
             if _is_section(value):
