@@ -4,9 +4,12 @@ and the Bradley–Terry ratings."""
 from collections import Counter
 
 import dagster as dg
+import numpy as np
 import polars as pl
 
 from saber_assets.tables import corpus_texts, played_rounds, pool_matrix
+from saber_core.rating.noise import strength_noise_variance
+from saber_core.rating.scales import scale_ratings
 from saber_core.tournament.judgment_table import (
     judge_pairs,
     query_budget,
@@ -205,12 +208,14 @@ def bt_ratings(
         query_ids, docs = pool_matrix(store)
         played = played_rounds(store, ["judgments"], query_ids, docs.shape[1])
         table = rating_table(query_ids, docs, played, rating.soft, rating.c, rating.fit)
+        table = on_label_scale(table, played.comparisons(rating.soft), rating)
         spread = table.group_by("query_id").agg(pl.col("rating").std())["rating"]
         figures = {
             "n_ratings": table.height,
             "bt_C": rating.c,
             "bt_fit": rating.fit,
             "bt_outcomes": "soft (judge probabilities)" if rating.soft else "hard",
+            "label_scale": rating.label_scale,
             "mean_rating": float(table["rating"].mean()),
             "mean_within_query_std": float(spread.mean()),
         }
@@ -223,6 +228,24 @@ def bt_ratings(
         compute=compute,
         checks=lambda tables, _: _rating_checks(store, tables["bt_ratings"]),
     )
+
+
+ANCHOR_RANK = 10  # the anchored scale's reference: each query's 10th strongest candidate
+
+
+def on_label_scale(table: pl.DataFrame, comparisons, rating) -> pl.DataFrame:
+    """The ``rating`` column on the build's label scale (``rating.label_scale``; ``minmax`` is
+    what ``rating_table`` already wrote). Strengths by query (Q, n); the noisy scales use the
+    fit's noise (``saber_core.rating.noise``), ``anchored`` each query's 10th strongest."""
+    if rating.label_scale == "minmax":
+        return table
+    nq = table["query_id"].n_unique()
+    beta = table["strength"].to_numpy().reshape(nq, -1)
+    noise = strength_noise_variance(comparisons, np.nan_to_num(beta), rating.c)
+    rank = min(ANCHOR_RANK, beta.shape[1]) - 1
+    reference = np.argsort(-np.nan_to_num(beta, nan=-np.inf), axis=1)[:, rank]
+    labels = scale_ratings(rating.label_scale, beta, noise_var=noise, reference=reference)
+    return table.with_columns(pl.Series("rating", labels.ravel()))
 
 
 def tournament_assets(rounds: int) -> list[dg.AssetsDefinition]:

@@ -163,11 +163,18 @@ class RatingSettings(dg.Config):
     ``fit``: ``exact`` (the penalized optimum) or ``sklearn_lbfgs`` (the published scikit-learn
     fit, stopped early); "" = the method's preset. ``soft``: fit the judge's probabilities instead
     of hard wins (also the information and adaptive pairings' refit). ``c``: the L2 strength C.
+    ``label_scale``: how strengths become 0–5 labels (``saber_core.rating.scales``): ``minmax``
+    per query (published), robust ``quantile`` anchors, a noise-corrected ``zscore``, its
+    ``posterior_gain``, a ``logit`` map shared by every query, or ``anchored`` on each query's
+    10th strongest candidate (the nDCG@10 boundary); docs/budget-study.md compares them.
     """
 
     fit: Literal["", "exact", "sklearn_lbfgs"] = ""  # see above
     soft: bool = False  # fit the judge's probabilities, not hard wins
     c: float = 1.0  # L2 strength C of the fit (as scikit-learn's C)
+    label_scale: Literal["minmax", "quantile", "zscore", "posterior_gain", "logit", "anchored"] = (
+        "minmax"  # strengths → 0–5 labels (saber_core.rating.scales; minmax: the published one)
+    )
 
 
 class SlurmSettings(dg.Config):
