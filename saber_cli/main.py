@@ -1,7 +1,10 @@
 """The ``saber`` command.
 
-    saber build [--profile P]          materialize the whole asset graph (in a child process:
-                                       SIGTERM/SIGINT stop it and cancel its SLURM jobs)
+    saber build [--profile P] [--debug]
+                                       materialize the whole asset graph (in a child process:
+                                       SIGTERM/SIGINT stop it and cancel its SLURM jobs, and
+                                       it stops when this process dies); a line per step on
+                                       the terminal, the full log under <home>/logs/
     saber build --from-manifest M      build again from an export's manifest.json
     saber export --out DIR [--format saber|mteb|sabermath] [--benchmark DIR]
                                        write the export of the last build to a folder (saber),
@@ -49,9 +52,20 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="build again from an export's manifest.json (its settings, inputs checked)",
     )
-    # the supervised child (saber_cli.supervise): run the build itself, as run --run-id
-    p_build.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    p_build.add_argument("--run-id", help=argparse.SUPPRESS)
+    p_build.add_argument(
+        "--debug",
+        action="store_true",
+        help="show the whole log (Dagster's events, tracebacks) on the terminal as it grows",
+    )
+    # the supervised child (saber_cli.supervise): run the build itself, as run --run-id of the
+    # supervisor --supervisor, logging to --log; --reap: end the run of a worker whose
+    # supervisor died (process group --group)
+    for hidden in ("--run-id", "--log"):
+        p_build.add_argument(hidden, help=argparse.SUPPRESS)
+    for hidden in ("--supervisor", "--group"):
+        p_build.add_argument(hidden, type=int, help=argparse.SUPPRESS)
+    for hidden in ("--worker", "--reap"):
+        p_build.add_argument(hidden, action="store_true", help=argparse.SUPPRESS)
     p_export = sub.add_parser("export", help="write the export of the last build to a folder")
     p_export.add_argument("--out", type=Path, required=True)
     p_export.add_argument("--profile")
@@ -160,41 +174,35 @@ def _slurm_check(profile: str | None) -> int:
     return 0 if all(c.ok for c in checks) else 1
 
 
-def _with_build(args: argparse.Namespace) -> int:
-    """``build`` and ``lineage``: the subcommands that read the build's store."""
-    from saber_resources.config import load_build_config
-    from saber_resources.store.database import BuildLockedError, DuckDBStore
+def _build(args: argparse.Namespace) -> int:
+    """``build``: the supervisor (of a profile's or a manifest's settings), its worker, or the
+    reaper of a worker whose supervisor died (:mod:`saber_cli.supervise`)."""
+    if args.reap:
+        from saber_cli.supervise import reap_orphan
 
-    if args.command == "build" and args.from_manifest:
+        return reap_orphan(args.profile, args.run_id, args.group)
+    if args.from_manifest:
         from saber_cli.rebuild import rebuild_main
 
-        return rebuild_main(args.from_manifest)
-    if args.command == "build" and not args.worker:
+        return rebuild_main(args.from_manifest, args.debug)
+    if not args.worker:
         from saber_cli.supervise import supervise_build
 
-        return supervise_build(args.profile)
+        return supervise_build(args.profile, args.debug)
+    from saber_cli.worker import run_worker, watch_supervisor
+
+    watch_supervisor(args)  # first, before the heavy imports of the build
+    return run_worker(args)
+
+
+def _lineage(args: argparse.Namespace) -> int:
+    from saber_cli.lineage import lineage_report
+    from saber_resources.config import load_build_config
+    from saber_resources.store.database import DuckDBStore
+
     build = load_build_config(args.profile)
     store = DuckDBStore(database=str(build.database_path))
-    if args.command == "build":
-        from saber_cli.build import run_build, slurm_summary, summary
-
-        try:
-            result = run_build(build, run_id=args.run_id)
-        except BuildLockedError as err:
-            print(f"saber build: {err}", file=sys.stderr)
-            return 2
-        if not result.success:
-            return 1
-        print(summary(store, build.export_dir))
-        if build.execution == "slurm":
-            try:
-                print(slurm_summary(store, result.run_id))
-            except Exception as exc:  # a report: the build itself succeeded
-                print(f"saber build: no SLURM cost summary ({exc})", file=sys.stderr)
-    else:
-        from saber_cli.lineage import lineage_report
-
-        print(lineage_report(store, args.query, args.doc))
+    print(lineage_report(store, args.query, args.doc))
     return 0
 
 
@@ -237,7 +245,9 @@ def main(argv: list[str] | None = None) -> int:
         for path in write_generated():
             print(f"rewrote {path}")
         return 0
-    return _with_build(args)
+    if args.command == "build":
+        return _build(args)
+    return _lineage(args)
 
 
 if __name__ == "__main__":

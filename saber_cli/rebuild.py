@@ -42,7 +42,7 @@ def overriding_variables() -> list[str]:
     return sorted(n for n in names if n in os.environ and n not in KEPT_VARIABLES)
 
 
-def rebuild_main(path: Path) -> int:
+def rebuild_main(path: Path, debug: bool = False) -> int:
     """Check the manifest's inputs, then run the supervised build of its settings."""
     from saber_cli.supervise import supervise_build
 
@@ -63,4 +63,4 @@ def rebuild_main(path: Path) -> int:
     for warning in warnings:
         print(f"saber build --from-manifest: note: {warning}", file=sys.stderr)
     print(f"saber build: the settings of {path} ({profile})", file=sys.stderr)
-    return supervise_build(str(profile))
+    return supervise_build(str(profile), debug)

@@ -5,33 +5,48 @@ from __future__ import annotations
 
 import polars as pl
 
+from saber_core.errors import InputError
 from saber_core.ontology.tag_cleanup import clean_tags
 
+NO_SUMMARY = "no summary in the corpus row"
+NO_TOPICS = "no topics in the corpus row"
 
-def require_column(corpus: pl.DataFrame, column: str, setting: str) -> None:
-    """ValueError naming the rows without ``column`` (null, blank or an empty list) and the
-    setting (``summaries`` / ``topics``) that would have an LLM write them."""
+
+def has_value(corpus: pl.DataFrame, column: str) -> pl.Series:
+    """Per row: does ``column`` hold something (not null, not blank, not an empty list)?"""
     empty = (
         pl.col(column).list.len() == 0
         if isinstance(corpus.schema[column], pl.List)
         else pl.col(column).str.strip_chars() == ""
     )
-    missing = corpus.filter(pl.col(column).is_null() | empty)
-    if missing.height:
-        ids = missing["doc_id"].head(10).to_list()
-        raise ValueError(
-            f"{missing.height} corpus rows have no {column!r} (first doc_ids: {ids}); set "
-            f"`{setting}: llm` (SABER_{setting.upper()}=llm) to write them with an LLM backend"
+    return corpus.select((pl.col(column).is_not_null() & ~empty).fill_null(False))[column]
+
+
+def require_some(corpus: pl.DataFrame, column: str, setting: str) -> pl.Series:
+    """The rows that have ``column`` (:func:`has_value`); an :class:`InputError` naming the
+    setting (``summaries`` / ``topics``) that has an LLM write them when no row has it."""
+    present = has_value(corpus, column)
+    if not present.any():
+        raise InputError(
+            f"no corpus row has a {column!r} (the stage {setting} takes them from the corpus)",
+            count=corpus.height,
+            total=corpus.height,
+            examples=corpus["doc_id"].head(3),
+            fix=f"set `{setting}: llm` (SABER_{setting.upper()}=llm) to write them with an LLM "
+            f"backend, or add a {column!r} column to the corpus",
         )
+    return present
 
 
 def corpus_summaries(corpus: pl.DataFrame) -> pl.DataFrame:
-    """``doc_id, summary, summary_status, summary_origin``: the corpus' human summaries."""
-    require_column(corpus, "summary", "summaries")
+    """``doc_id, summary, summary_status, summary_origin``: the corpus' human summaries. A row
+    without one keeps a null summary with the status ``NO_SUMMARY`` (it is never a query or a
+    summary match); no summary at all is an :class:`InputError`."""
+    present = require_some(corpus, "summary", "summaries")
     return corpus.select(
         "doc_id",
-        "summary",
-        pl.lit("ok").alias("summary_status"),
+        pl.when(present).then(pl.col("summary")).alias("summary"),
+        pl.when(present).then(pl.lit("ok")).otherwise(pl.lit(NO_SUMMARY)).alias("summary_status"),
         pl.lit("human").alias("summary_origin"),
     )
 
@@ -41,11 +56,13 @@ def corpus_topics(corpus: pl.DataFrame, nodes: pl.DataFrame) -> tuple[pl.DataFra
 
     ``nodes``: ``topic_id, ic`` of the ontology. Returns (``doc_id, topic_id, ic,
     topic_origin``, ``doc_id, topic_id, reason``); ids are stripped, duplicates within a document
-    kept once, order kept.
+    kept once, order kept. A row without topics is a rejection with a null ``topic_id`` and the
+    reason ``NO_TOPICS``; no topics at all is an :class:`InputError`.
     """
-    require_column(corpus, "topics", "topics")
+    present = require_some(corpus, "topics", "topics")
     pairs = (
-        corpus.select("doc_id", pl.col("topics").alias("topic_id"))
+        corpus.filter(present)
+        .select("doc_id", pl.col("topics").alias("topic_id"))
         .explode("topic_id")
         .filter(pl.col("topic_id").is_not_null())
         .with_columns(pl.col("topic_id").str.strip_chars())
@@ -55,7 +72,10 @@ def corpus_topics(corpus: pl.DataFrame, nodes: pl.DataFrame) -> tuple[pl.DataFra
     rejected = pairs.join(nodes, on="topic_id", how="anti").with_columns(
         pl.lit("topic id is not an ontology node").alias("reason")
     )
-    return valid.with_columns(pl.lit("human").alias("topic_origin")), rejected
+    missing = corpus.filter(~present).select(
+        "doc_id", pl.lit(None, dtype=pl.String).alias("topic_id"), pl.lit(NO_TOPICS).alias("reason")
+    )
+    return valid.with_columns(pl.lit("human").alias("topic_origin")), pl.concat([rejected, missing])
 
 
 def summary_figures(table: pl.DataFrame) -> dict:
@@ -76,7 +96,7 @@ def topic_figures(valid: pl.DataFrame, rejected: pl.DataFrame, n_docs: int) -> d
     origins = valid.group_by("topic_origin").len().sort("topic_origin")
     return {
         "n_annotations": valid.height,
-        "n_rejected": rejected.height,
+        "n_rejected": int(rejected["topic_id"].is_not_null().sum()),
         "origins": dict(origins.rows()),
         "n_docs_without_topics": n_docs - valid["doc_id"].n_unique(),
         "mean_topics_per_doc": float(per_doc.mean()) if per_doc.len() else 0.0,
@@ -88,15 +108,29 @@ def raw_tag_lists(corpus: pl.DataFrame, node_paths: dict[str, str] | None = None
     ``topics``; with ``node_paths`` (a node-file tree) node ids are mapped to their paths and
     unknown ids kept as given (they are rejected later)."""
     column = "tag_paths" if corpus["tag_paths"].is_not_null().any() else "topics"
+    if not has_value(corpus, column).any():
+        raise InputError(
+            "no corpus row has tags: the ontology and the topics of this construction are the "
+            "corpus' tag paths",
+            count=corpus.height,
+            total=corpus.height,
+            examples=corpus["doc_id"].head(3),
+            fix="give each row `topics` (or `tag_paths`) as tag paths like /Mathematics/Algebra/…,"
+            " or build with method: platform, an ontology file (SABER_ONTOLOGY) and "
+            "SABER_TOPICS=llm",
+        )
     lists = corpus[column].to_list()
     if node_paths is None:
-        bad = [t for tags in lists for t in (tags or []) if not str(t).startswith("/")][:3]
+        bad = [t for tags in lists for t in (tags or []) if not str(t).startswith("/")]
         if bad:
-            raise ValueError(
-                f"corpus column {column!r} holds tags that are not paths (e.g. {bad}): the "
-                "published construction reads tag paths like /Mathematics/Algebra/…; give "
-                "them, or set ontology_source: node_file (SABER_ONTOLOGY_SOURCE=node_file) to "
-                "use an ontology node file whose ids the topics name"
+            raise InputError(
+                f"corpus column {column!r} holds tags that are not paths: the published "
+                "construction reads tag paths like /Mathematics/Algebra/…",
+                count=len(bad),
+                examples=bad,
+                unit="tags",
+                fix="give them, or set ontology_source: node_file (SABER_ONTOLOGY_SOURCE="
+                "node_file) to use an ontology node file whose ids the topics name",
             )
         return lists
     return [[node_paths.get(t, t) for t in tags] if tags else tags for tags in lists]
@@ -128,12 +162,14 @@ def tag_annotations(
     return valid.with_columns(pl.lit("human").alias("topic_origin")), rejected
 
 
-def rejection_error(valid: pl.DataFrame, rejected: pl.DataFrame) -> ValueError | None:
+def rejection_error(valid: pl.DataFrame, rejected: pl.DataFrame) -> InputError | None:
     """When more topic annotations were rejected than kept, the error that says why and which
-    setting fixes it (counts and three examples); None otherwise."""
-    if rejected.height == 0 or rejected.height <= valid.height:
+    setting fixes it (counts and three examples); None otherwise. Rows without topics (a null
+    ``topic_id``) are not rejected ids and are not counted."""
+    ids = rejected.filter(pl.col("topic_id").is_not_null())
+    if ids.height == 0 or ids.height <= valid.height:
         return None
-    examples = rejected["topic_id"].unique(maintain_order=True).head(3).to_list()
+    examples = ids["topic_id"].unique(maintain_order=True).head(3).to_list()
     looks_like_paths = all(str(t).startswith("/") for t in examples)
     hint = (
         "they look like tag paths: set ontology_source: tag_paths (SABER_ONTOLOGY_SOURCE="
@@ -141,7 +177,11 @@ def rejection_error(valid: pl.DataFrame, rejected: pl.DataFrame) -> ValueError |
         if looks_like_paths
         else "check that SABER_ONTOLOGY names the ontology these ids come from"
     )
-    return ValueError(
-        f"{rejected.height} of {rejected.height + valid.height} topic annotations are not "
-        f"ontology nodes (e.g. {examples}); {hint}"
+    return InputError(
+        "most topic annotations are not ontology nodes",
+        count=ids.height,
+        total=ids.height + valid.height,
+        examples=examples,
+        unit="topic annotations",
+        fix=hint,
     )

@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 import polars as pl
 
 from saber_core.discovery.pools import sample_queries
+from saber_core.errors import InputError
 
 REQUIRED = ("doc_id", "problem", "solution")
 FULL_TEXT = "Problem: {}\n\nSolution: {}"
@@ -66,8 +67,14 @@ def validate_corpus(frame: pl.DataFrame, max_chars: int = DEFAULT_MAX_CHARS) -> 
         frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias("_read_error"))
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
-        raise ValueError(
-            f"corpus is missing required column(s) {missing}; see saber_core.inputs.corpus"
+        present = [c for c in frame.columns if c != "_read_error"]
+        raise InputError(
+            f"the corpus has no column {', '.join(map(repr, missing))} (every row needs "
+            f"{', '.join(REQUIRED)}; its columns: {', '.join(present) or 'none'})",
+            count=frame.height,
+            total=frame.height,
+            fix="rename or add the column in the corpus file (inputs.corpus, SABER_CORPUS); "
+            "schema: docs/data.md#inputs",
         )
     n_input = frame.height
     frame = frame.with_row_index("row")

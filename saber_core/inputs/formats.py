@@ -23,8 +23,19 @@ PARENT_SEPARATOR = "|"
 
 
 def read_ontology_frame(path: str | Path) -> pl.DataFrame:
-    """Read an ontology file into a frame ``node_id, name, parent_ids (list[str])``."""
+    """Read an ontology file into a frame ``node_id, name, parent_ids (list[str])``; a file
+    that cannot be parsed is an :class:`OntologyError` naming it and the parser's reason."""
     path = Path(path)
+    try:
+        return _read_ontology_frame(path)
+    except (pl.exceptions.PolarsError, OSError, ValueError) as err:
+        if isinstance(err, OntologyError):
+            raise
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise OntologyError(f"{path}: cannot be read as {path.suffix} ({reason})") from err
+
+
+def _read_ontology_frame(path: Path) -> pl.DataFrame:
     suffix = path.suffix.lower()
     if suffix == ".csv":
         frame = pl.read_csv(path, infer_schema_length=0)
@@ -47,7 +58,10 @@ def read_ontology_frame(path: str | Path) -> pl.DataFrame:
             f"{path}: unsupported ontology format {suffix!r} (use .csv, .json, .jsonl, .parquet)"
         )
     if "parent_ids" not in frame.columns:
-        raise OntologyError(f"{path}: missing column 'parent_ids'")
+        raise OntologyError(
+            f"{path}: missing column 'parent_ids' (every node needs node_id, name, parent_ids; "
+            f"its columns: {', '.join(frame.columns)})"
+        )
     if frame["parent_ids"].dtype == pl.Null:
         frame = frame.with_columns(pl.col("parent_ids").cast(pl.List(pl.String)))
     return frame

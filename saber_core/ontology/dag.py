@@ -23,11 +23,18 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
+from saber_core.errors import InputError
+
 VIRTUAL_ROOT = "__root__"
 
 
-class OntologyError(ValueError):
+class OntologyError(InputError):
     """The ontology frame is not a valid DAG; the message names the offending node ids."""
+
+    default_fix = (
+        "correct the ontology file (inputs.ontology, SABER_ONTOLOGY); its format: docs/data.md"
+        "#inputs"
+    )
 
 
 @dataclass(frozen=True)

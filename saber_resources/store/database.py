@@ -9,10 +9,8 @@ changed reuses the stored table instead of recomputing it.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -180,38 +178,3 @@ class DuckDBStore(dg.ConfigurableResource):
                     datetime.now(UTC),
                 ],
             )
-
-
-class BuildLockedError(RuntimeError):
-    """Another build holds the SABER home's build lock."""
-
-
-@contextmanager
-def build_lock(home: Path) -> Iterator[None]:
-    """Hold ``<home>/build.lock`` for a whole build; a second build stops at once, clearly."""
-    home.mkdir(parents=True, exist_ok=True)
-    path = home / "build.lock"
-    handle = path.open("a+")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.seek(0)
-        holder = handle.read().strip() or "unknown"
-        handle.close()
-        raise BuildLockedError(
-            f"another SABER build is running on {home} ({holder}); wait for it to finish or "
-            "use another SABER_HOME"
-        ) from None
-    try:
-        handle.seek(0)
-        handle.truncate()
-        handle.write(
-            f"pid {os.getpid()}, started {datetime.now(UTC).isoformat(timespec='seconds')}"
-        )
-        handle.flush()
-        yield
-    finally:
-        handle.seek(0)
-        handle.truncate()
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()

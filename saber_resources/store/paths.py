@@ -71,3 +71,13 @@ class SaberPaths:
     def mlruns(self) -> Path:
         """The MLflow file store."""
         return self.home / "mlruns"
+
+    @property
+    def dagster_home(self) -> Path:
+        """Dagster's run history: the instance ``make ui`` shows and ``saber build`` uses."""
+        return self.home / "dagster_home"
+
+    @property
+    def logs_dir(self) -> Path:
+        """The full output of each ``saber build`` (Dagster's event log included)."""
+        return self.home / "logs"

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import polars as pl
 
+from saber_core.errors import InputError
 from saber_core.inputs.formats import read_ontology_frame
 
 CHAMP_DOMAINS = {
@@ -192,7 +193,10 @@ def read_corpus_file(path: str | Path) -> pl.DataFrame:
         return pl.read_parquet(path)
     if path.suffix.lower() in (".jsonl", ".ndjson"):
         return read_jsonl_rows(path)
-    raise ValueError(f"{path}: unsupported corpus format (use .parquet or .jsonl)")
+    raise InputError(
+        f"{path}: unsupported corpus format {path.suffix!r}",
+        fix="give the corpus as .parquet or .jsonl (inputs.corpus, SABER_CORPUS)",
+    )
 
 
 def load_corpus_frame(spec: str, synth_scale: float = 1.0, seed: int = 0) -> pl.DataFrame:
@@ -232,7 +236,11 @@ def source_fingerprint(spec: str, synth_scale: float = 1.0, seed: int = 0) -> st
         return f"synthetic:{SYNTH_VERSION}:scale={synth_scale}:seed={seed}"
     path = Path(spec)
     if not path.exists():
-        raise FileNotFoundError(f"input file {spec} does not exist")
+        raise InputError(
+            f"input file {spec} does not exist",
+            fix="check the path given as inputs.corpus / inputs.ontology (SABER_CORPUS, "
+            "SABER_ONTOLOGY), or use champ or synthetic",
+        )
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):

@@ -18,7 +18,8 @@ import pytest
 
 from saber_cli.build import run_build
 from saber_resources.config import load_build_config
-from saber_resources.store.database import BuildLockedError, DuckDBStore, build_lock
+from saber_resources.store.build_lock import BuildLockedError, build_lock
+from saber_resources.store.database import DuckDBStore
 
 HERE = Path(__file__).parent
 SCRIPT = HERE / "build_subprocess.py"
@@ -103,7 +104,7 @@ def test_second_build_on_same_home_stops_at_once_with_a_clear_message(tmp_path):
             sys.executable,
             "-c",
             "import sys, time; from pathlib import Path; "
-            "from saber_resources.store.database import build_lock\n"
+            "from saber_resources.store.build_lock import build_lock\n"
             f"with build_lock(Path({str(tmp_path)!r})):\n"
             "    print('locked', flush=True); time.sleep(30)",
         ],
