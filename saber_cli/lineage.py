@@ -81,6 +81,28 @@ def _cut(text: object, width: int = 90) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _judge_lines(store: DuckDBStore, query_id: str) -> list[str]:
+    """Who judged the query's pairs: the judge, its model and backend, and its prompt (id and
+    hash) — or that it uses none (the embedding and lexical judges compare texts directly)."""
+    judges = store.query(
+        "SELECT DISTINCT judge_kind, judge_model, judge_backend, prompt_id, prompt_hash "
+        "FROM judgments WHERE query_id = ? ORDER BY ALL",
+        [query_id],
+    )
+    lines = []
+    for row in judges.iter_rows(named=True):
+        backend = f", backend {row['judge_backend']}" if row["judge_backend"] else ""
+        prompt = (
+            f"prompt {row['prompt_id']}, hash {row['prompt_hash']}"
+            if row["prompt_id"]
+            else "uses no prompt (it compares the texts directly)"
+        )
+        lines.append(
+            f"judge     {row['judge_kind']}: model {row['judge_model']}{backend}; {prompt}"
+        )
+    return lines
+
+
 def lineage_report(store: DuckDBStore, query_id: str, doc_id: str | None = None) -> str:
     """The chain rating ← judgments ← pool ← annotations ← corpus for (query, candidate).
 
@@ -108,6 +130,7 @@ def lineage_report(store: DuckDBStore, query_id: str, doc_id: str | None = None)
         f"rating    {query_id} × {doc_id}: {member['rating']:.4f} on [0, 5] "
         f"(BT strength {member['strength']:.4f}, {member['games']} games, {member['wins']} wins; "
         f"run {member['rating_run_id']})",
+        *_judge_lines(store, query_id),
         "  ← judgments",
     ]
     judgments = store.query(

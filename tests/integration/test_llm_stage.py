@@ -177,6 +177,11 @@ def test_lineage_prints_full_chain(llm_build):
     for part in ("rating", "← judgments", "← pool membership", "← summaries / topics",
                  "← corpus rows", "judge@", "scripted", doc_id, query_id):  # fmt: skip
         assert part in text, part
+    # the judge and its prompt, the hash the prompt file has today
+    judge = load_prompt("judge")
+    (line,) = [line for line in text.splitlines() if line.startswith("judge ")]
+    assert line.startswith("judge     llm-pairwise-choice: model ")
+    assert line.endswith(f"; prompt {judge.label}, hash {judge.hash}")
     n_games = store.read_table("bt_ratings").filter(
         (pl.col("query_id") == query_id) & (pl.col("doc_id") == doc_id)
     )["games"][0]
@@ -239,3 +244,6 @@ def test_lineage_of_the_embedding_judge_names_its_model_not_none(tiny_build):
     text = lineage_report(store, query)
     assert "embedding-cosine-margin" in text or "sentence-transformers" in text
     assert "None" not in text and "prompt=" not in text
+    (line,) = [line for line in text.splitlines() if line.startswith("judge ")]
+    assert line.startswith("judge     embedding-cosine-margin: model sentence-transformers/")
+    assert line.endswith("; uses no prompt (it compares the texts directly)")
