@@ -45,6 +45,7 @@ from saber_resources.slurm import (
     release_run,
     run_costs,
 )
+from saber_resources.store.build_lock import Holder
 from saber_resources.store.database import DuckDBStore
 
 pytestmark = pytest.mark.slurm
@@ -380,9 +381,10 @@ class Build:
         self.sshd = sshd
 
     def start(self) -> subprocess.Popen:
+        """``saber build`` in a session of its own (as a terminal starts it)."""
         return subprocess.Popen(
             [SABER, "build"], env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True,
+            text=True, start_new_session=True,
         )  # fmt: skip
 
     def run(self) -> str:
@@ -505,54 +507,97 @@ def test_walltime_relay_mid_tournament_equals_the_uninterrupted_build(
         build.cleanup()
 
 
+def _mid_tournament(build: Build) -> tuple[subprocess.Popen, list[str]]:
+    """A build started and left running until round 1 is stored and round 2's shards are with
+    the allocation's server."""
+    proc = build.start()
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + BUILD_TIMEOUT_S
+    while not any(line.startswith("  tournament_round_01 ") for line in lines):
+        assert proc.poll() is None, "".join(lines)[-5000:]
+        assert time.monotonic() < deadline, "".join(lines)[-5000:]
+        time.sleep(0.2)
+    time.sleep(3)  # round 2's shards are queued and the server is on them
+    assert _our_queue(build.remote_base), "no server job running mid-tournament"
+    return proc, lines
+
+
+def _queue_drains(build: Build, timeout: float) -> float:
+    """Seconds until no job of the build is left in squeue (COMPLETING → gone)."""
+    started = time.monotonic()
+    while _our_queue(build.remote_base):
+        assert time.monotonic() - started < timeout, _our_queue(build.remote_base)
+        time.sleep(0.5)
+    return time.monotonic() - started
+
+
+def _resumed_equals_reference(build: Build, reference: Build) -> None:
+    """The rerun pays for no shard twice and equals the uninterrupted build."""
+    assert any(s.startswith("CANCELLED") for s in _jobs_under(build.remote_base).values())
+    paid_before = build.table("llm_calls").height
+    _timed("rerun after the stop", build.run)
+    answered = _answered(build.remote_base)
+    assert len(answered) == len(set(answered)), "a shard was answered twice"
+    shard_sizes = {
+        k: json.loads((Path(build.remote_base) / "shards" / k / "stats.json").read_text())[
+            "n_requests"
+        ]
+        for k in answered
+    }
+    calls = build.table("llm_calls")
+    assert calls.height == sum(shard_sizes.values())  # every call paid exactly once
+    assert calls.height > paid_before > 0
+    judgments, ratings = _outcomes(build)
+    reference_judgments, reference_ratings = _outcomes(reference)
+    assert judgments.equals(reference_judgments) and ratings.equals(reference_ratings)
+
+
 def test_sigterm_mid_tournament_stops_cancels_and_resumes(dev, sshd, reference, tmp_path):
     env = {**dev.get("payload_env", {}), "SABER_PAYLOAD_DELAY_S": "4"}
     build = Build(dev, sshd, tmp_path, payload_env=env)
     try:
-        proc = build.start()
-        lines: list[str] = []
-        reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
-        reader.start()
-        deadline = time.monotonic() + BUILD_TIMEOUT_S
-        mid = "tournament_round_02 - STEP_START"  # round 1 stored, round 2 queued
-        while not any(mid in line for line in lines) and time.monotonic() < deadline:
-            assert proc.poll() is None, "".join(lines)[-5000:]
-            time.sleep(0.2)
-        time.sleep(3)  # round 2's shards are queued and the server is on them
-        assert _our_queue(build.remote_base), "no server job running mid-tournament"
+        proc, lines = _mid_tournament(build)
         sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=60)
         elapsed = time.monotonic() - sent
-        reader.join(timeout=10)
         print(f"[timing] SIGTERM to exit: {elapsed:.1f}s")
         assert code == 128 + signal.SIGTERM, "".join(lines)[-5000:]
         assert elapsed < 10, f"exited {elapsed:.1f}s after SIGTERM"
         stop_lines = [line for line in lines if line.startswith("saber build:")]
         queue = _our_queue(build.remote_base)
         assert not [line for line in queue if "|RUNNING|" in line], (queue, stop_lines)
-        for _ in range(40):  # the cancelled job leaves squeue (COMPLETING -> gone)
-            if not _our_queue(build.remote_base):
-                break
-            time.sleep(0.5)
-        assert not _our_queue(build.remote_base), (queue, stop_lines)
-        assert any(s.startswith("CANCELLED") for s in _jobs_under(build.remote_base).values())
-        paid_before = build.table("llm_calls").height
-        _timed("rerun after SIGTERM", build.run)
-        answered = _answered(build.remote_base)
-        assert len(answered) == len(set(answered)), "a shard was answered twice"
-        shard_sizes = {
-            k: json.loads((Path(build.remote_base) / "shards" / k / "stats.json").read_text())[
-                "n_requests"
-            ]
-            for k in answered
-        }
-        calls = build.table("llm_calls")
-        assert calls.height == sum(shard_sizes.values())  # every call paid exactly once
-        assert calls.height > paid_before > 0
-        judgments, ratings = _outcomes(build)
-        reference_judgments, reference_ratings = _outcomes(reference[0])
-        assert judgments.equals(reference_judgments) and ratings.equals(reference_ratings)
+        _queue_drains(build, timeout=20)
+        _resumed_equals_reference(build, reference[0])
+    finally:
+        build.cleanup()
+
+
+def test_sigkill_of_the_supervisor_mid_tournament_cancels_and_resumes(
+    dev, sshd, reference, tmp_path
+):
+    """``kill -9`` of the supervisor's process group (a dropped terminal): the worker stops at
+    once, the reaper it starts cancels the run's server job, and a rerun pays for nothing twice
+    and equals the uninterrupted build."""
+    env = {**dev.get("payload_env", {}), "SABER_PAYLOAD_DELAY_S": "4"}
+    build = Build(dev, sshd, tmp_path, payload_env=env)
+    try:
+        proc, _ = _mid_tournament(build)
+        worker = Holder.parse((build.home / "build.lock").read_text())
+        killed = time.monotonic()
+        os.killpg(proc.pid, signal.SIGKILL)
+        while worker.state() != "gone":
+            assert time.monotonic() - killed < 5, "the worker outlived its supervisor"
+            time.sleep(0.01)
+        gone = time.monotonic() - killed
+        drained = _queue_drains(build, timeout=60)
+        print(f"[timing] SIGKILL: worker gone {gone * 1000:.0f} ms, SLURM queue empty "
+              f"{gone + drained:.1f}s after the kill")  # fmt: skip
+        (log,) = (build.home / "logs").glob("build-*.log")
+        assert "saber build: cancelled SLURM jobs" in log.read_text(), log.read_text()[-3000:]
+        _resumed_equals_reference(build, reference[0])
     finally:
         build.cleanup()
 
