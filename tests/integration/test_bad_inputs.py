@@ -117,3 +117,36 @@ def test_corpus_too_small_for_the_pool_sizes_fails_clearly(tmp_path):
 def test_bad_llm_answers_are_recorded_drops(answer):
     value, reason = parse_judge_answer(answer)
     assert value is None and reason
+
+
+def test_rows_without_summary_or_topics_are_left_out_counted_and_listed(tmp_path):
+    """The README calls ``summary`` and ``topics`` optional: rows without them stay in the
+    corpus, are left out of the stage that needs them with a status or reason, and the
+    console summary of a build counts them with the tables to read."""
+    from saber_cli.build import attention
+    from saber_core.inputs.annotations import NO_SUMMARY, NO_TOPICS
+
+    rows = [
+        {**GOOD, "doc_id": f"d{i}", "problem": f"Problem {i}."}
+        | ({"summary": None} if i % 3 == 0 else {})
+        | ({"topics": []} if i % 4 == 0 else {})
+        for i in range(12)
+    ] + [{**GOOD, "doc_id": "bad", "problem": "P", "solution": None}]
+    keys = ["corpus", "ontology", "summaries", "topic_annotations"]
+    build, result = _materialize(tmp_path, rows, keys)
+    assert result.success
+    store = DuckDBStore(database=str(build.database_path))
+    summaries = store.read_table("summaries").sort("doc_id")
+    no_summary = summaries.filter(pl.col("summary").is_null())
+    assert sorted(no_summary["doc_id"]) == ["d0", "d3", "d6", "d9"]
+    assert set(no_summary["summary_status"]) == {NO_SUMMARY}
+    rejected = store.read_table("topic_rejections")
+    assert sorted(rejected.filter(pl.col("topic_id").is_null())["doc_id"]) == ["d0", "d4", "d8"]
+    assert set(rejected["reason"]) == {NO_TOPICS}
+    assert attention(store) == [
+        "quarantine: 1 corpus rows (table corpus_quarantine: missing solution 1)",
+        f"summaries:  4 documents without one (table summaries, column summary_status: "
+        f"{NO_SUMMARY} 4)",
+        f"topics:     0 topic ids rejected, 3 documents without topics (table topic_rejections: "
+        f"{NO_TOPICS} 3)",
+    ]

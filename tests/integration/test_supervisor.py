@@ -310,3 +310,51 @@ def test_a_failing_build_prints_one_short_block_and_no_traceback(tmp_path, corpu
     assert len(cli.lines) <= 10 and "Traceback" not in cli.text and "dagster" not in cli.text
     logged = log.read_text()
     assert "Traceback (most recent call last)" in logged and "STEP_FAILURE" in logged
+
+
+def test_console_summary_lists_what_was_left_out_and_where(tmp_path):
+    """Dropped judgments, quarantined rows, rejected topic ids and databank exclusions: counted,
+    their commonest reasons (row details folded away), and the table to read."""
+    from saber_cli.build import summary
+    from saber_resources.store.database import DuckDBStore, Lineage
+
+    store = DuckDBStore(database=str(tmp_path / "saber.duckdb"))
+    tables = {
+        "pool_outcomes": pl.DataFrame({"status": ["ok", "ok", "relaxed"]}),
+        "candidate_pools": pl.DataFrame({"relaxed": [False, True, False]}),
+        "judgments": pl.DataFrame(
+            {
+                "outcome": [1.0, None, 0.0, None, None],
+                "drop_reason": [None, "no boxed answer", None, "no boxed answer", "empty answer"],
+            }
+        ),
+        "bt_ratings": pl.DataFrame({"query_id": ["q", "q"], "rating": [1.0, 3.0]}),
+        "corpus_quarantine": pl.DataFrame(
+            {
+                "reason": [
+                    "duplicate doc_id (first at row 0)",
+                    "duplicate doc_id (first at row 4)",
+                    "line 9: invalid JSON (expected value)",
+                ]
+            }
+        ),
+        "summaries": pl.DataFrame({"summary": ["s"], "summary_status": ["ok"]}),
+        "topic_rejections": pl.DataFrame(
+            {"topic_id": ["X", "Y"], "reason": ["topic id is not an ontology node"] * 2}
+        ),
+        "databank_exclusions": pl.DataFrame({"reason": ["blank idea (summary)"]}),
+    }
+    for name, frame in tables.items():
+        store.write_table(name, frame, Lineage("r", name, "c", "v"))
+    lines = summary(store, tmp_path / "export").splitlines()
+    assert lines[2] == (
+        "judgments:  5 (3 dropped: table judgments, column drop_reason: no boxed answer 2, "
+        "empty answer 1)"
+    )
+    assert lines[4:8] == [
+        "quarantine: 3 corpus rows (table corpus_quarantine: duplicate doc_id 2, invalid JSON 1)",
+        "topics:     2 topic ids rejected, 0 documents without topics (table topic_rejections: "
+        "topic id is not an ontology node 2)",
+        "databank:   1 documents left out (table databank_exclusions: blank idea 1)",
+        f"export:     {tmp_path / 'export'}",
+    ]
