@@ -4,18 +4,18 @@
 supervisor's process group (a dropped terminal, an OOM kill, ``kill -9 -PGID``) does not reach
 it. The worker therefore watches its parent two ways:
 
-* the kernel's **parent-death signal**: ``prctl(PR_SET_PDEATHSIG, SIGTERM)`` makes Linux send
-  the worker SIGTERM the moment its parent exits. It is set first thing in the worker (before
-  any heavy import); ``getppid()`` is compared with the expected supervisor right after, which
-  closes the window between the fork and the ``prctl`` call (a supervisor that died in it has
-  already handed the worker to init);
+* the kernel's **parent-death signal**: ``prctl(PR_SET_PDEATHSIG, SIGUSR2)`` makes Linux signal
+  the worker the moment its parent exits. It is set first thing in the worker (before any heavy
+  import); ``getppid()`` is compared with the expected supervisor right after, which closes the
+  window between the fork and the ``prctl`` call (a supervisor that died in it has already
+  handed the worker to init). SIGUSR2, not SIGTERM: Dagster maps SIGTERM to its own interrupt
+  handling while a run executes, and nothing else in the build uses SIGUSR2;
 * a **parent-watch thread** polling ``getppid()`` every ``POLL_S`` seconds, for platforms
   without ``prctl`` and for a main thread that cannot run a signal handler soon (a Python
   handler runs between bytecodes, never inside a long native call).
 
-Whichever notices first calls ``on_orphaned`` once (in the thread; the signal handler only wakes
-it). A SIGTERM while the supervisor lives (someone signalled the worker itself) keeps its
-default meaning: the worker dies at once, and the supervisor, seeing that, cleans up the run.
+Whichever notices first makes the thread call ``on_orphaned`` once (the signal handler only
+wakes it). Signals sent to the worker itself keep their usual meaning.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import threading
 from collections.abc import Callable
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+PARENT_DEATH_SIGNAL = signal.SIGUSR2
 POLL_S = 0.1
 
 
@@ -43,18 +44,10 @@ def set_parent_death_signal(signum: int) -> bool:
 def watch_parent(supervisor: int, on_orphaned: Callable[[], None]) -> threading.Thread:
     """Call ``on_orphaned`` (once, from a daemon thread) as soon as this process's parent is no
     longer ``supervisor``; returns the thread. Call from the main thread (it installs the
-    SIGTERM handler)."""
+    handler of ``PARENT_DEATH_SIGNAL``)."""
     wake = threading.Event()
-
-    def on_sigterm(signum: int, frame: object) -> None:
-        if os.getppid() != supervisor:
-            wake.set()
-            return
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a plain SIGTERM: die as before
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    signal.signal(signal.SIGTERM, on_sigterm)
-    set_parent_death_signal(signal.SIGTERM)
+    signal.signal(PARENT_DEATH_SIGNAL, lambda signum, frame: wake.set())
+    set_parent_death_signal(PARENT_DEATH_SIGNAL)
 
     def watch() -> None:
         while os.getppid() == supervisor:
