@@ -17,6 +17,12 @@ if TYPE_CHECKING:
     import dagster as dg
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+NO_CAPTURE = {
+    "compute_logs": {
+        "module": "dagster._core.storage.noop_compute_log_manager",
+        "class": "NoOpComputeLogManager",
+    }
+}
 
 
 def dagster_home(home: Path) -> Path:
@@ -34,7 +40,12 @@ def dagster_home(home: Path) -> Path:
 
 
 def saber_instance(home: Path) -> dg.DagsterInstance:
-    """The persistent instance under :func:`dagster_home` (run history kept, shown in the UI)."""
+    """The persistent instance under :func:`dagster_home` (run history kept, shown in the UI),
+    without Dagster's per-step capture of stdout and stderr: that capture mirrors the output
+    through ``tail`` processes (three processes a step) that can drop its last lines; the
+    worker's output is the build's log file already."""
     import dagster as dg
+    from dagster._core.instance.ref import InstanceRef
 
-    return dg.DagsterInstance.from_config(str(dagster_home(home)))
+    ref = InstanceRef.from_dir(str(dagster_home(home)), overrides=NO_CAPTURE)
+    return dg.DagsterInstance.from_ref(ref)

@@ -177,11 +177,14 @@ def test_lineage_prints_full_chain(llm_build):
     for part in ("rating", "← judgments", "← pool membership", "← summaries / topics",
                  "← corpus rows", "judge@", "scripted", doc_id, query_id):  # fmt: skip
         assert part in text, part
-    # the judge and its prompt, the hash the prompt file has today
-    judge = load_prompt("judge")
+    # the judge and the prompt its judgments of this query were made with (the prompt file's
+    # id and content hash, as the judge recorded them; another test edits the prompt)
     (line,) = [line for line in text.splitlines() if line.startswith("judge ")]
-    assert line.startswith("judge     llm-pairwise-choice: model ")
-    assert line.endswith(f"; prompt {judge.label}, hash {judge.hash}")
+    assert line.startswith("judge     llm-pairwise-choice: model scripted, backend scripted; ")
+    judged = store.read_table("judgments").filter(pl.col("query_id") == query_id)
+    ((label, digest),) = judged.select("prompt_id", "prompt_hash").unique().rows()
+    assert label.startswith("judge@v") and len(digest) == 16
+    assert line.endswith(f"; prompt {label}, hash {digest}")
     n_games = store.read_table("bt_ratings").filter(
         (pl.col("query_id") == query_id) & (pl.col("doc_id") == doc_id)
     )["games"][0]
