@@ -2,7 +2,9 @@
 killed, a resume needs no waiting, and what the terminal shows is short (the rest is in the log).
 
 Kill tests run the tiny profile through the real command in a session of its own, like a
-terminal does, and compare the result with the session's clean tiny build (``tiny_build``).
+terminal does, and compare the result with the session's clean tiny build (``tiny_build``);
+they, the signal tests and the failure-block tests run whole builds (``e2e``: ``make
+test-e2e``).
 """
 
 import os
@@ -89,6 +91,7 @@ def run_statuses(home: Path, expected: int) -> list[str]:
             time.sleep(0.5)
 
 
+@pytest.mark.e2e
 def test_sigkill_of_the_supervisors_group_stops_the_worker_and_a_resume_needs_no_wait(
     tiny_build, tmp_path
 ):
@@ -131,6 +134,7 @@ def test_sigkill_of_the_supervisors_group_stops_the_worker_and_a_resume_needs_no
     assert max(gone.values()) < 1.0, gone
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "worker SIGKILL"])
 def test_saber_build_stops_within_seconds(tmp_path, how):
     """A signal to ``saber build`` mid-build ends it within seconds (exit 128 + signal), kills
@@ -279,6 +283,7 @@ def test_lock_of_an_orphaned_worker_is_waited_for(tmp_path):
     assert 0.5 < waited < 10, waited
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("corpus", "step", "what", "fix"),
     [
