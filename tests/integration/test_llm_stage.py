@@ -115,6 +115,7 @@ def test_changing_the_judge_prompt_rejudges_only(llm_build, tmp_path):
         "benchmark_export",
         "recipe_sensitivity",
         "validity_report",
+        "build_manifest",  # it records the prompts' hashes
         "build_report",
         "retriever_runs",
         "leaderboard",
