@@ -157,7 +157,7 @@ def lineage_report(store: DuckDBStore, query_id: str, doc_id: str | None = None)
         f"{' (relaxed)' if member['relaxed'] else ''}: BMA {member['bma']:.4f}, "
         f"Jaccard {member['jaccard']:.4f}; thresholds topic low/high "
         f"{member['topic_low']:.3f}/{member['topic_high']:.3f}, summary low/high "
-        f"{member['summary_low']:.3f}/{member['summary_high']:.3f}; "
+        f"{member['summary_low']:.3f}/{member['summary_high']:.3f}{threshold_note(store)}; "
         f"pool run {member['pool_run_id']}",
         "  ← summaries / topics",
     ]
@@ -178,3 +178,22 @@ def lineage_report(store: DuckDBStore, query_id: str, doc_id: str | None = None)
             f"run {row['corpus_run_id']}"
         )
     return "\n".join(lines)
+
+
+def threshold_note(store: DuckDBStore) -> str:
+    """What the pool's threshold values are: the values at per-query quantiles (and which),
+    absolute values, or the global percentile over all ordered pairs — as the pools read them."""
+    histograms = store.manifest_entry("pair_histograms")
+    if histograms is not None:
+        q = histograms["metadata"].get("reads", {}).get("thresholds.quantile")
+        return f" (the global {q} percentile over all ordered pairs)"
+    entry = store.manifest_entry("candidate_pools") or {}
+    config = entry.get("metadata", {}).get("reads", {}).get("pools.config") or {}
+    if config.get("threshold_mode") == "quantile":
+        return (
+            f" (the values at the query's quantiles {config['topic_low']}/{config['topic_high']} "
+            f"and {config['summary_low']}/{config['summary_high']} of its eligible scores)"
+        )
+    if config.get("threshold_mode") == "absolute":
+        return " (absolute values)"
+    return ""

@@ -261,7 +261,14 @@ def recipe_sensitivity(
 
 
 RECIPE_DEPS = {
-    "per_query": ["corpus", "summaries", "queries", "topic_similarity", "bt_ratings"],
+    "per_query": [
+        "corpus",
+        "summaries",
+        "queries",
+        "topic_similarity",
+        "candidate_pools",  # the build's query rows (a variant replays each as its row)
+        "bt_ratings",
+    ],
     "all_pairs": [
         "corpus",
         "summaries",
@@ -269,6 +276,7 @@ RECIPE_DEPS = {
         "topic_annotations",
         "queries",
         "pair_histograms",
+        "candidate_pools",
         "bt_ratings",
     ],
 }

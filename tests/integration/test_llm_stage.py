@@ -251,3 +251,7 @@ def test_lineage_of_the_embedding_judge_names_its_model_not_none(tiny_build):
     (line,) = [line for line in text.splitlines() if line.startswith("judge ")]
     assert line.startswith("judge     embedding-cosine-margin: model sentence-transformers/")
     assert line.endswith("; uses no prompt (it compares the texts directly)")
+    # the pool's threshold values say what they are: values at per-query quantiles (tiny: 0.8/0.9)
+    (pool,) = [line for line in text.splitlines() if "thresholds topic low/high" in line]
+    quantiles = "(the values at the query's quantiles 0.5/0.8 and 0.5/0.8 of its eligible scores)"
+    assert quantiles in pool
