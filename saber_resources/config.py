@@ -78,6 +78,7 @@ class LLMSettings(dg.Config):
     tensor_parallel: int = 1
     reasoning_effort: str = ""
     max_concurrency: int = 16
+    max_model_len: int = 0  # vLLM context length (0: the model's; 2048 for the packaged model)
 
 
 PoolSettings = config_section(

@@ -19,6 +19,9 @@ TARGET=${SABER_VLLM_TARGET:-cpu}
 VERSION=${SABER_VLLM_VERSION:-0.32.0}
 TORCH=2.13.0
 STAMP="$VENV/.saber-vllm-env"
+PROJECT_STAMP="$VENV/.saber-project"
+# the project's packages as installed (editable): a new top-level package needs a reinstall
+PROJECT=$(sha256sum pyproject.toml | cut -c1-16)
 LOG="$VENV.install.log"
 
 case "$TARGET" in
@@ -51,7 +54,16 @@ md.version("saber-platform")
 EOF
 }
 
+install_project() {
+  "$VENV/bin/python" -m pip install --quiet --no-deps --no-build-isolation -e . >>"$LOG" 2>&1
+  echo "$PROJECT" >"$PROJECT_STAMP"
+}
+
 if installed_ok; then
+  if [[ "$(cat "$PROJECT_STAMP" 2>/dev/null)" != "$PROJECT" ]]; then
+    install_project
+    echo "vllm-env: $VENV: the project reinstalled (pyproject.toml changed)"
+  fi
   echo "vllm-env: $VENV is up to date ($ENGINE)"
   exit 0
 fi
@@ -83,7 +95,7 @@ pip_install ${TORCH_PIN:+"$TORCH_PIN"} "$ENGINE" "${EXTRA[@]}"
 step="remove ${BROKEN[*]}"
 "$VENV/bin/python" -m pip uninstall --quiet -y "${BROKEN[@]}" >>"$LOG" 2>&1
 step="install the project (--no-deps)"
-pip_install --no-deps --no-build-isolation -e .
+install_project
 step="check the engine imports"
 version=$("$VENV/bin/python" -c 'import vllm, torch; print(vllm.__version__, torch.__version__)')
 echo "$WANT" >"$STAMP"

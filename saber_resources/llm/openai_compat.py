@@ -37,7 +37,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from saber_compute.llm.interface import LLMRequest, LLMResult, match_choice_logprobs
+from saber_compute.llm.interface import LLMRequest, LLMResult, parting_choice_logprobs
 from saber_resources.llm.base import LLMBackend
 
 GUIDED_CHOICE_FORMATS = ("structured_outputs", "guided_choice")
@@ -127,16 +127,19 @@ def _int_or_none(value: object) -> int | None:
 
 
 def _choice_logprobs(choice: dict, request: LLMRequest) -> dict[str, float] | None:
-    """Per-choice log-probs from the first generated token's ``top_logprobs``, if present."""
+    """Per-choice log-probs at the token where the choices part, from each generated token's
+    ``top_logprobs`` (``parting_choice_logprobs``), if present."""
     if not (request.choices and request.logprobs):
         return None
     try:
-        first = choice["logprobs"]["content"][0]
-        candidates = {t["token"]: float(t["logprob"]) for t in first.get("top_logprobs") or []}
-        candidates.setdefault(first["token"], float(first["logprob"]))
+        walk = []
+        for step in choice["logprobs"]["content"]:
+            candidates = {t["token"]: float(t["logprob"]) for t in step.get("top_logprobs") or []}
+            candidates.setdefault(step["token"], float(step["logprob"]))
+            walk.append((step["token"], list(candidates.items())))
     except (KeyError, IndexError, TypeError, ValueError, AttributeError):
         return None
-    return match_choice_logprobs(candidates.items(), request.choices)
+    return parting_choice_logprobs(walk, request.choices) if walk else None
 
 
 class OpenAICompatibleBackend(LLMBackend):

@@ -1,4 +1,5 @@
-"""VLLMBackend without vLLM: request building, grouping, output conversion, a fake engine."""
+"""The vLLM engine without vLLM: request building, grouping, output conversion, a fake engine
+(the real engine: tests/vllm/)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import pytest
 from saber_compute.llm import vllm_offline as vllm_backend
 from saber_compute.llm.interface import ChatMessage, LLMRequest
 from saber_compute.llm.vllm_offline import (
+    VLLM_VERSION,
+    VLLMEngine,
     chat_messages,
     group_requests,
     result_from_output,
@@ -38,9 +41,10 @@ def _lp(logprob: float, token: str) -> SimpleNamespace:
     return SimpleNamespace(logprob=logprob, rank=1, decoded_token=token)
 
 
-def _output(text: str, request_id: str = "0", logprobs=None, n_prompt: int = 9):
+def _output(text: str, request_id: str = "0", logprobs=None, n_prompt: int = 9, token_ids=None):
+    token_ids = token_ids if token_ids is not None else [7] * len(text)
     completion = SimpleNamespace(
-        text=text, token_ids=[7] * len(text), logprobs=logprobs, finish_reason="stop"
+        text=text, token_ids=token_ids, logprobs=logprobs, finish_reason="stop"
     )
     return SimpleNamespace(
         request_id=request_id, prompt_token_ids=list(range(n_prompt)), outputs=[completion]
@@ -103,10 +107,11 @@ def test_grouping_preserves_order():
 def test_result_from_output_text_tokens_and_choice_logprobs():
     request = _req("q", choices=("1", "2", "3"), logprobs=True)
     first = {11: _lp(-0.1, "1"), 12: _lp(-2.5, " 2"), 13: _lp(-3.0, "2"), 14: _lp(-7.0, "x")}
-    result = result_from_output(_output("1", "42", logprobs=[first, {15: _lp(0.0, "")}]), request)
+    steps = [first, {15: _lp(0.0, "")}]
+    result = result_from_output(_output("1", "42", logprobs=steps, token_ids=[11, 15]), request)
     assert result.text == "1"
     assert result.response_id == "vllm-42"
-    assert (result.prompt_tokens, result.completion_tokens) == (9, 1)
+    assert (result.prompt_tokens, result.completion_tokens) == (9, 2)
     assert result.error is None
     assert result.extra["finish_reason"] == "stop"
     assert result.choice_logprobs["1"] == pytest.approx(-0.1)
@@ -124,24 +129,37 @@ def test_result_from_output_without_logprobs_or_completion():
     assert empty.error is not None and empty.text == ""
 
 
-def test_generate_without_vllm_raises_gpu_extra_hint(monkeypatch):
+def test_generate_without_vllm_names_make_vllm_env(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError, even if installed
-    with pytest.raises(ImportError, match=r"\[gpu\]"):
-        VLLMBackend(model="m").generate([_req("a")])
+    with pytest.raises(ImportError, match="make vllm-env"):
+        VLLMEngine(model="m").generate([_req("a")])
 
 
-def test_identity_and_engine_kwargs():
+def test_identity_and_engine_kwargs(tmp_path):
     backend = VLLMBackend(model="org/m", tensor_parallel_size=2, max_model_len=4096)
-    assert backend.identity() == {"backend": "vllm", "model": "org/m", "tensor_parallel_size": "2"}
+    assert backend.identity() == {
+        "backend": "vllm",
+        "engine_version": VLLM_VERSION,
+        "model": "org/m",
+        "tensor_parallel_size": "2",
+    }
     assert backend.engine().engine_kwargs() == {
         "model": "org/m",
         "tensor_parallel_size": 2,
         "gpu_memory_utilization": 0.9,
         "enable_prefix_caching": True,
         "dtype": "auto",
+        "enforce_eager": False,
+        "seed": 0,
+        "disable_log_stats": False,
         "max_model_len": 4096,
     }
     assert "download_dir" not in backend.engine().engine_kwargs()
+    # a local folder: its content hash is part of the identity (a changed file, another hash)
+    (tmp_path / "config.json").write_text("{}")
+    first = VLLMBackend(model=str(tmp_path)).identity()["model_hash"]
+    (tmp_path / "config.json").write_text('{"x": 1}')
+    assert VLLMBackend(model=str(tmp_path)).identity()["model_hash"] != first
     assert VLLMBackend(model="m", reasoning_effort="low").identity()["reasoning_effort"] == "low"
 
 
@@ -167,10 +185,25 @@ def fake_vllm(monkeypatch):
         def __init__(self, choice=None):
             self.choice = choice
 
+    class Tokenizer:
+        def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
+            return " ".join(m["content"] for m in messages)
+
+        def encode(self, text, add_special_tokens=False):
+            return text.split()
+
     class LLM:
         def __init__(self, **kwargs):
             state.inits.append(kwargs)
             self.counter = 0
+            limit = kwargs.get("max_model_len", 10_000)
+            self.llm_engine = SimpleNamespace(model_config=SimpleNamespace(max_model_len=limit))
+
+        def get_tokenizer(self):
+            return Tokenizer()
+
+        def get_metrics(self):
+            return []
 
         def chat(self, messages, sampling_params=None, use_tqdm=True, chat_template_kwargs=None):
             state.chats.append(
@@ -189,11 +222,13 @@ def fake_vllm(monkeypatch):
                 logprobs = None
                 if sampling_params.kwargs.get("logprobs"):
                     logprobs = [{1: _lp(-0.3, "1"), 2: _lp(-1.4, "2")}]
-                outputs.append(_output(f"ans:{user}", str(self.counter), logprobs))
+                token_ids = [1] if logprobs else None
+                outputs.append(_output(f"ans:{user}", str(self.counter), logprobs, 9, token_ids))
                 self.counter += 1
             return outputs
 
     module = types.ModuleType("vllm")
+    module.__version__ = VLLM_VERSION
     module.LLM = LLM
     module.SamplingParams = SamplingParams
     sp_module = types.ModuleType("vllm.sampling_params")
@@ -210,7 +245,7 @@ def fake_vllm(monkeypatch):
 
 
 def test_generate_end_to_end_with_fake_vllm(fake_vllm):
-    backend = VLLMBackend(model="org/m", tensor_parallel_size=2, download_dir="/w")
+    backend = VLLMEngine(model="org/m", tensor_parallel_size=2, download_dir="/w")
     requests = [
         _req("a"),
         _req("b", choices=("1", "2"), logprobs=True),
@@ -239,28 +274,52 @@ def test_generate_end_to_end_with_fake_vllm(fake_vllm):
             "gpu_memory_utilization": 0.9,
             "enable_prefix_caching": True,
             "dtype": "auto",
+            "enforce_eager": False,
+            "seed": 0,
+            "disable_log_stats": False,
             "download_dir": "/w",
         }
     ]
 
 
 def test_engine_built_once_per_config(fake_vllm):
-    VLLMBackend(model="org/m").generate([_req("a")])
-    VLLMBackend(model="org/m").generate([_req("b")])
+    VLLMEngine(model="org/m").generate([_req("a")])
+    VLLMEngine(model="org/m").generate([_req("b")])
     assert len(fake_vllm.inits) == 1
-    VLLMBackend(model="org/m", max_model_len=2048).generate([_req("c")])
+    VLLMEngine(model="org/m", max_model_len=2048).generate([_req("c")])
     assert len(fake_vllm.inits) == 2
     assert fake_vllm.inits[1]["max_model_len"] == 2048
-    assert VLLMBackend(model="org/m").generate([]) == []
+    assert VLLMEngine(model="org/m").generate([]) == []
+
+
+def test_wrong_vllm_version_names_the_fix(fake_vllm):
+    with pytest.raises(RuntimeError, match="make vllm-env"):
+        VLLMEngine(model="org/m", version="0.0.1").load()
+
+
+def test_missing_model_folder_is_one_line_naming_the_setting(fake_vllm, tmp_path):
+    with pytest.raises(FileNotFoundError, match="SABER_LLM_MODEL") as caught:
+        VLLMEngine(model=str(tmp_path / "nope")).load()
+    assert "\n" not in str(caught.value)
+    assert fake_vllm.inits == []  # nothing built
+
+
+def test_prompt_over_max_model_len_is_an_error_result_and_not_sent(fake_vllm):
+    long = _req(" ".join(["w"] * 40))
+    results = VLLMEngine(model="org/m", max_model_len=32).generate([_req("a"), long])
+    assert results[0].error is None
+    assert "does not fit max_model_len 32" in results[1].error
+    assert "SABER_LLM_MAX_MODEL_LEN" in results[1].error
+    assert [c[-1]["content"] for c in fake_vllm.chats[0]["messages"]] == ["a"]
 
 
 def test_reasoning_effort_goes_to_chat_template(fake_vllm):
-    VLLMBackend(model="openai/gpt-oss-20b", reasoning_effort="high").generate([_req("a")])
+    VLLMEngine(model="openai/gpt-oss-20b", reasoning_effort="high").generate([_req("a")])
     assert fake_vllm.chats[0]["template"] == {"reasoning_effort": "high"}
 
 
 def test_failing_prompt_is_isolated_in_its_batch(fake_vllm):
-    results = VLLMBackend(model="org/m").generate([_req("a"), _req("too-long"), _req("c")])
+    results = VLLMEngine(model="org/m").generate([_req("a"), _req("too-long"), _req("c")])
     assert [r.text for r in results] == ["ans:a", "", "ans:c"]
     assert results[0].error is None and results[2].error is None
     assert "max_model_len" in results[1].error
@@ -275,7 +334,7 @@ def test_a_round_goes_to_vllm_in_prefix_order_one_chat_per_sampling_group(fake_v
     requests = [
         _req(f"query {q} | 1: {a} | 2: {b}", choices=("1", "2"), logprobs=True) for q, a, b in pairs
     ]
-    results = VLLMBackend(model="org/m").generate(requests)
+    results = VLLMEngine(model="org/m").generate(requests)
     assert len(fake_vllm.chats) == 1
     sent = [c[-1]["content"] for c in fake_vllm.chats[0]["messages"]]
     assert sent == sorted(sent)  # prefix order
