@@ -13,6 +13,9 @@ supervisor chose. On SIGTERM or SIGINT the supervisor
    shared SSH connection;
 3. marks the Dagster run canceled (under ``DAGSTER_HOME``) and exits with 128 + the signal.
 
+After the build, stopped or not, the local LLM servers of its SABER home (the vLLM engine's
+subprocess, :mod:`saber_resources.llm.engine_server`) are told to exit.
+
 Shards the cluster finished are kept in ``<remote_base>/shards/`` and reused by the next build;
 the shard being answered at the stop is abandoned (its results are never half written).
 """
@@ -30,6 +33,7 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 STOP_WAIT_S = 2.0  # how long the supervisor waits for cancelled jobs to leave the queue
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+KEEP_SERVER_ENV = "SABER_KEEP_LLM_SERVER"
 
 
 def worker_command(profile: str | None, run_id: str) -> list[str]:
@@ -62,6 +66,7 @@ def supervise_build(profile: str | None) -> int:
         while child.poll() is None and not received:
             time.sleep(0.05)
         if not received:
+            release_engine_servers(profile)
             return child.returncode
         return stop_build(child, received[0], profile, run_id)
     finally:
@@ -94,6 +99,7 @@ def stop_build(child: subprocess.Popen, signum: int, profile: str | None, run_id
             print(f"saber build: cancelled SLURM jobs {cancelled or 'none'}", file=sys.stderr)
         except Exception as exc:  # report, still exit: the orphan sensor cancels later
             print(f"saber build: could not cancel SLURM jobs: {exc}", file=sys.stderr)
+    release_engine_servers(profile)
     _mark_canceled(run_id)
     print(
         f"saber build: stopped in {time.monotonic() - started:.1f}s; run `saber build` again "
@@ -102,6 +108,20 @@ def stop_build(child: subprocess.Popen, signum: int, profile: str | None, run_id
         flush=True,
     )
     return 128 + signum
+
+
+def release_engine_servers(profile: str | None) -> None:
+    """Tell the local LLM servers of the build's SABER home to exit (the vLLM engine's
+    subprocess; each finishes the shard at hand), unless ``SABER_KEEP_LLM_SERVER=1`` keeps them
+    for the next build (they still exit after their idle timeout)."""
+    if os.environ.get(KEEP_SERVER_ENV) == "1":
+        return
+    from saber_resources.config import load_build_config
+    from saber_resources.llm.engine_server import shutdown_servers
+
+    told = shutdown_servers(load_build_config(profile).home_path)
+    if told:
+        print(f"saber build: told {len(told)} local LLM server(s) to exit", file=sys.stderr)
 
 
 def _mark_canceled(run_id: str) -> None:

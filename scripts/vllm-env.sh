@@ -29,8 +29,9 @@ case "$TARGET" in
   gpu) ENGINE="vllm==$VERSION"; TORCH_PIN="" ;;
   *) echo "vllm-env: SABER_VLLM_TARGET must be cpu or gpu, not '$TARGET'" >&2; exit 2 ;;
 esac
-# what a compute-node program of the project needs besides the engine (no Dagster)
-EXTRA=(pyarrow numpy pyyaml)
+# what a compute-node program of the project needs besides the engine (no Dagster; dagster-pipes
+# is the one small package the per-shard SLURM payload reports through)
+EXTRA=(pyarrow numpy pyyaml dagster-pipes==1.13.27)
 # wheels vLLM pulls in that do not load against the CPU torch; transformers imports them when
 # present, so they are removed (the engine needs none of them for text models)
 BROKEN=(torchvision torchaudio torchcodec)

@@ -21,9 +21,18 @@ GEMMA3_MODEL_TYPES = ("gemma3", "gemma3_text")
 
 # Gemma 3's conversation format: <bos>, a system message folded into the first user turn, the
 # assistant speaking as "model", every turn closed by <end_of_turn>.
-GEMMA3_CHAT_TEMPLATE = """{{- bos_token -}}
+GEMMA3_CHAT_TEMPLATE = """{%- macro text_of(content) -%}
+  {%- if content is string -%}
+    {{- content | trim -}}
+  {%- else -%}
+    {%- for part in content if part['type'] == 'text' -%}
+      {{- part['text'] | trim -}}
+    {%- endfor -%}
+  {%- endif -%}
+{%- endmacro -%}
+{{- bos_token -}}
 {%- if messages and messages[0]['role'] == 'system' -%}
-  {%- set system_prefix = messages[0]['content'] | trim + '\\n\\n' -%}
+  {%- set system_prefix = text_of(messages[0]['content']) + '\n\n' -%}
   {%- set turns = messages[1:] -%}
 {%- else -%}
   {%- set system_prefix = '' -%}
@@ -34,18 +43,12 @@ GEMMA3_CHAT_TEMPLATE = """{{- bos_token -}}
     {{- raise_exception('Gemma 3 turns must alternate user/assistant, starting with user') -}}
   {%- endif -%}
   {%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}
-  {{- '<start_of_turn>' + role + '\\n' + (system_prefix if loop.first else '') -}}
-  {%- if message['content'] is string -%}
-    {{- message['content'] | trim -}}
-  {%- else -%}
-    {%- for part in message['content'] if part['type'] == 'text' -%}
-      {{- part['text'] | trim -}}
-    {%- endfor -%}
-  {%- endif -%}
-  {{- '<end_of_turn>\\n' -}}
+  {{- '<start_of_turn>' + role + '\n' + (system_prefix if loop.first else '') -}}
+  {{- text_of(message['content']) -}}
+  {{- '<end_of_turn>\n' -}}
 {%- endfor -%}
 {%- if add_generation_prompt -%}
-  {{- '<start_of_turn>model\\n' -}}
+  {{- '<start_of_turn>model\n' -}}
 {%- endif -%}
 """
 
@@ -59,12 +62,16 @@ def has_chat_template(folder: Path) -> bool:
 
 
 def ensure_chat_template(folder: Path) -> bool:
-    """Write Gemma 3's chat template into a Gemma 3 folder that has none; True when written.
+    """Write Gemma 3's chat template into a Gemma 3 folder that has none, or replace an older
+    version of it (``GEMMA3_CHAT_TEMPLATE`` is the current one); True when written.
 
     Written through a temporary file and a rename: a concurrent reader sees all of it or none.
     """
     folder = Path(folder)
-    if has_chat_template(folder):
+    ours = folder / CHAT_TEMPLATE_FILE
+    if ours.exists() and ours.read_text() == GEMMA3_CHAT_TEMPLATE:
+        return False
+    if has_chat_template(folder) and not _is_our_older_template(ours):
         return False
     model_type = json.loads((folder / "config.json").read_text()).get("model_type", "")
     if model_type not in GEMMA3_MODEL_TYPES:
@@ -73,6 +80,11 @@ def ensure_chat_template(folder: Path) -> bool:
     tmp.write_text(GEMMA3_CHAT_TEMPLATE)
     os.replace(tmp, folder / CHAT_TEMPLATE_FILE)
     return True
+
+
+def _is_our_older_template(path: Path) -> bool:
+    """An earlier version of the template this module writes (its error message marks it)."""
+    return path.exists() and "Gemma 3 turns must alternate user/assistant" in path.read_text()
 
 
 def content_hash(folder: Path) -> str:

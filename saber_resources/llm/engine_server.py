@@ -230,7 +230,7 @@ class LocalEngineServer:
         """Until the shard has results; restart a server that died, fail on one that cannot
         start or on a shard error."""
         pid = self.ensure_running()
-        announced = False
+        announced = self.status(pid).get("state") == "serving"  # loaded before this stage
         while not (shard / STATS).exists():
             if (shard / ERROR).exists():
                 error = json.loads((shard / ERROR).read_text()).get("error", "")

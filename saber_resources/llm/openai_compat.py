@@ -277,7 +277,10 @@ class OpenAICompatibleBackend(LLMBackend):
             try:
                 status, headers, payload = self._post(body)
             except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, resets
-                last = f"connection error: {type(exc).__name__}: {exc}"
+                last = (
+                    f"connection error: {type(exc).__name__}: {exc} — is the server at "
+                    f"{self.base_url} running (SABER_LLM_BASE_URL)?"
+                )
             else:
                 if 200 <= status < 300:
                     result = parse_chat_completion(payload, request)

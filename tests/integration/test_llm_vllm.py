@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -15,6 +16,11 @@ import pytest
 
 from saber_compute.llm import vllm_offline as vllm_backend
 from saber_compute.llm.interface import ChatMessage, LLMRequest
+from saber_compute.llm.model_folder import (
+    CHAT_TEMPLATE_FILE,
+    GEMMA3_CHAT_TEMPLATE,
+    ensure_chat_template,
+)
 from saber_compute.llm.vllm_offline import (
     VLLM_VERSION,
     VLLMEngine,
@@ -395,3 +401,51 @@ def test_tiny_batch_on_real_vllm_through_the_llm_server(tmp_path):
     assert results[4].text.strip() and results[4].completion_tokens <= 16
     status = json.loads(next((alloc / "jobs").glob("*.json")).read_text())
     assert status["model_loads"] == 1 and status["identity"]["backend"] == "vllm"
+
+
+# -- the converted Gemma 3 folder's chat template ----------------------------------------------
+
+
+def _gemma_folder(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps({"model_type": "gemma3_text"}))
+    return path
+
+
+def test_gemma3_chat_template_renders_string_and_part_contents(tmp_path):
+    """vLLM passes message contents as lists of parts ("openai" format), transformers as strings:
+    both render to Gemma 3's turns, the system message folded into the first user turn."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    folder = _gemma_folder(tmp_path / "m")
+    assert ensure_chat_template(folder) is True
+    template = ImmutableSandboxedEnvironment().from_string(
+        (folder / CHAT_TEMPLATE_FILE).read_text()
+    )
+    expected = (
+        "<bos><start_of_turn>user\nBe brief.\n\nWhich one?<end_of_turn>\n<start_of_turn>model\n"
+    )
+    for system, user in (
+        (" Be brief. ", "Which one? "),
+        ([{"type": "text", "text": "Be brief."}], [{"type": "text", "text": "Which one?"}]),
+    ):
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        assert (
+            template.render(messages=messages, bos_token="<bos>", add_generation_prompt=True)
+            == expected
+        )
+    assert ensure_chat_template(folder) is False  # written once
+
+
+def test_chat_template_keeps_a_folder_s_own_and_skips_other_models(tmp_path):
+    own = _gemma_folder(tmp_path / "own")
+    (own / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{{ messages }}"}))
+    assert ensure_chat_template(own) is False and not (own / CHAT_TEMPLATE_FILE).exists()
+    other = tmp_path / "llama"
+    other.mkdir()
+    (other / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    assert ensure_chat_template(other) is False
+    older = _gemma_folder(tmp_path / "older")  # this module's earlier template is replaced
+    (older / CHAT_TEMPLATE_FILE).write_text("Gemma 3 turns must alternate user/assistant, old")
+    assert ensure_chat_template(older) is True
+    assert (older / CHAT_TEMPLATE_FILE).read_text() == GEMMA3_CHAT_TEMPLATE
