@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from saber_compute.llm.embedded import EmbeddedEngine
 from saber_compute.llm.interface import LLMRequest, LLMResult
+from saber_compute.llm.model_folder import chat_template_text
 from saber_core.inputs.corpus import full_text
 from saber_resources.config import load_build_config
 from saber_resources.factory import make_backend
@@ -133,12 +134,15 @@ def run_vllm_offline(requests: list[LLMRequest], home: Path) -> tuple[dict, list
     return row, results
 
 
-def run_vllm_server(requests: list[LLMRequest], model: str, log: Path) -> tuple[dict, list]:
+def run_vllm_server(requests: list[LLMRequest], home: Path) -> tuple[dict, list]:
+    backend = make_backend(load_build_config("local-llm", llm_backend="vllm", home=str(home)))
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    python = Path(os.environ.get("SABER_VLLM_ENV") or ROOT / ".venv-vllm") / "bin" / "python"
-    server = start_openai_server(python, model, port, log)
+    template = home / "chat_template.jinja"  # the same prompts as the local engine's
+    template.write_text(chat_template_text(backend.chat_template))
+    log = home / "api_server.log"
+    server = start_openai_server(backend.python(), backend.model, port, log, chat_template=template)
     try:
         before = prefix_cache_counters(server.base_url)
         client = OpenAICompatibleBackend(
@@ -278,8 +282,7 @@ def main(argv: list[str] | None = None) -> None:
         print("vLLM offline (local LLM server)", file=sys.stderr)
         results["vllm_offline"], offline = run_vllm_offline(requests, tmp_path / "home")
         print("vLLM OpenAI server", file=sys.stderr)
-        model = make_backend(load_build_config("local-llm", llm_backend="vllm")).model
-        results["vllm_server"], served = run_vllm_server(requests, model, tmp_path / "api.log")
+        results["vllm_server"], served = run_vllm_server(requests, tmp_path / "home")
         results["agreement"] = {
             "embedded_vs_vllm": agreement(verdicts(embedded), verdicts(offline)),
             "offline_vs_server": agreement(verdicts(offline), verdicts(served)),

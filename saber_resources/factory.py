@@ -39,6 +39,7 @@ def make_backend(build: BuildConfig) -> LLMBackend:
             enforce_eager=True,
             block_size=32,
             stop=list(STOP_STRINGS),
+            chat_template="plain",  # a base model: the embedded engine's plain-text prompts
             seed=build.seed,
             home=str(build.home_path),
         )

@@ -53,6 +53,44 @@ GEMMA3_CHAT_TEMPLATE = """{%- macro text_of(content) -%}
 """
 
 
+# A base model's "conversation": the messages' texts joined by blank lines after <bos>, exactly
+# what the embedded engine feeds the packaged Gemma 3 270M (``embedded.render_plain``). Gemma 3's
+# chat format makes that base model echo its first line; plain text lets it continue the prompt.
+PLAIN_CHAT_TEMPLATE = """{%- macro text_of(content) -%}
+  {%- if content is string -%}
+    {{- content | trim -}}
+  {%- else -%}
+    {%- for part in content if part['type'] == 'text' -%}
+      {{- part['text'] | trim -}}
+    {%- endfor -%}
+  {%- endif -%}
+{%- endmacro -%}
+{{- bos_token -}}
+{%- for message in messages -%}
+  {%- if not loop.first -%}
+    {{- '\n\n' -}}
+  {%- endif -%}
+  {{- text_of(message['content']) -}}
+{%- endfor -%}
+"""
+CHAT_TEMPLATES = {"plain": PLAIN_CHAT_TEMPLATE, "gemma3": GEMMA3_CHAT_TEMPLATE}
+
+
+def chat_template_text(name: str) -> str | None:
+    """The Jinja text of a chat template setting: "" → None (the model folder's own), a name of
+    ``CHAT_TEMPLATES`` (``plain``, ``gemma3``), else the path of a Jinja file."""
+    if not name:
+        return None
+    if name in CHAT_TEMPLATES:
+        return CHAT_TEMPLATES[name]
+    path = Path(name).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"chat template {name} is neither {' nor '.join(CHAT_TEMPLATES)} nor a file"
+        )
+    return path.read_text()
+
+
 def has_chat_template(folder: Path) -> bool:
     """A ``chat_template.jinja`` file, or a ``chat_template`` in ``tokenizer_config.json``."""
     if (folder / CHAT_TEMPLATE_FILE).exists():

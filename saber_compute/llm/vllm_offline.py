@@ -32,6 +32,7 @@ becomes an error result naming the fix. The prefix cache's token counters
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections.abc import Sequence
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from saber_compute.llm.interface import LLMRequest, LLMResult, parting_choice_logprobs
-from saber_compute.llm.model_folder import content_hash
+from saber_compute.llm.model_folder import chat_template_text, content_hash
 
 # The engine version the project is built and tested with (scripts/vllm-env.sh installs it).
 VLLM_VERSION = "0.32.0"
@@ -156,7 +157,9 @@ class VLLMEngine:
     ``block_size``: KV-cache block in tokens (None: the platform's; only whole blocks are
     reused by the prefix cache); ``seed``: the engine's seed; ``version``: the vLLM version the
     build expects (part of the identity; loading under another version fails); ``stop``: stop
-    strings of free-text requests (the packaged base model: a blank line, as the embedded engine).
+    strings of free-text requests (the packaged base model: a blank line, as the embedded engine);
+    ``chat_template``: "" (the model folder's), ``plain`` (a base model: the messages as plain
+    text, as the embedded engine renders them), ``gemma3`` or a Jinja file.
     """
 
     model: str
@@ -173,6 +176,7 @@ class VLLMEngine:
     seed: int = 0
     version: str = VLLM_VERSION
     stop: tuple[str, ...] = ()
+    chat_template: str = ""
 
     def identity(self) -> dict[str, str]:
         """Backend, engine version, model (+ its content hash when a local folder),
@@ -190,6 +194,9 @@ class VLLMEngine:
             identity["reasoning_effort"] = self.reasoning_effort
         if self.stop:
             identity["stop"] = json.dumps(list(self.stop))
+        if self.chat_template:
+            text = chat_template_text(self.chat_template) or ""
+            identity["chat_template"] = hashlib.sha256(text.encode()).hexdigest()[:16]
         return identity
 
     def engine_kwargs(self) -> dict[str, Any]:
@@ -275,7 +282,10 @@ class VLLMEngine:
         limit = llm.llm_engine.model_config.max_model_len
         tokenizer = llm.get_tokenizer()
         text = tokenizer.apply_chat_template(
-            chat_messages(request), tokenize=False, add_generation_prompt=True
+            chat_messages(request),
+            tokenize=False,
+            add_generation_prompt=True,
+            chat_template=chat_template_text(self.chat_template),
         )
         ids = tokenizer.encode(text, add_special_tokens=False)
         if len(ids) < limit:
@@ -291,6 +301,7 @@ class VLLMEngine:
             [chat_messages(r) for r in group],
             sampling_params=params,
             use_tqdm=False,
+            chat_template=chat_template_text(self.chat_template),
             chat_template_kwargs=template_kwargs if self.reasoning_effort else None,
         )
         if len(outputs) != len(group):

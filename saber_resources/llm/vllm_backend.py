@@ -55,6 +55,9 @@ class VLLMBackend(EngineBackend):
     seed: int = Field(default=0, description="The engine's seed")
     version: str = Field(default=VLLM_VERSION, description="The vLLM version the build expects")
     stop: list[str] = Field(default_factory=list, description="Stop strings of free text")
+    chat_template: str = Field(
+        default="", description='"" (the folder\'s), "plain" (base models), "gemma3" or a file'
+    )
     env_path: str = Field(default="", description="The vLLM environment (default .venv-vllm)")
     home: str = Field(default=".saber", description="SABER home (the local server's folder)")
     idle_timeout: float = Field(default=600.0, description="Local server: idle seconds to exit")

@@ -9,7 +9,9 @@ The command line (docs/vllm.md)::
         --host 127.0.0.1 --port 8000 --served-model-name NAME --max-model-len 2048 \\
         --enforce-eager --seed 0
 
-The chat template comes from the model folder (``chat_template.jinja``).
+The chat template comes from the model folder (``chat_template.jinja``) unless
+``--chat-template FILE`` names one (the packaged base model: the plain template, as the local
+engine uses it).
 """
 
 from __future__ import annotations
@@ -45,13 +47,20 @@ class OpenAIServer:
 
 
 def server_command(
-    python: Path, model: str, port: int, name: str, max_model_len: int = 2048
+    python: Path,
+    model: str,
+    port: int,
+    name: str,
+    max_model_len: int = 2048,
+    chat_template: Path | None = None,
 ) -> list[str]:
-    """The API server's command line (eager mode: no graph compilation on CPU)."""
-    return [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", model,
-            "--host", "127.0.0.1", "--port", str(port), "--served-model-name", name,
-            "--max-model-len", str(max_model_len), "--enforce-eager", "--seed", "0",
-            "--disable-uvicorn-access-log"]  # fmt: skip
+    """The API server's command line (eager mode: no graph compilation on CPU; KV blocks of 32
+    tokens as the local engine)."""
+    command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", model,
+               "--host", "127.0.0.1", "--port", str(port), "--served-model-name", name,
+               "--max-model-len", str(max_model_len), "--enforce-eager", "--seed", "0",
+               "--block-size", "32", "--disable-uvicorn-access-log"]  # fmt: skip
+    return command + (["--chat-template", str(chat_template)] if chat_template else [])
 
 
 def start_openai_server(
@@ -63,6 +72,7 @@ def start_openai_server(
     max_model_len: int = 2048,
     kv_cache_gib: int = 2,
     timeout: float = 600.0,
+    chat_template: Path | None = None,
 ) -> OpenAIServer:
     """Start the server and wait until ``/health`` answers; a server that exits first raises
     with its log's last line."""
@@ -72,7 +82,7 @@ def start_openai_server(
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib)}
     with open(log, "a") as out:
         process = subprocess.Popen(
-            server_command(python, model, port, name, max_model_len),
+            server_command(python, model, port, name, max_model_len, chat_template),
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -19,6 +19,7 @@ from saber_compute.llm.interface import ChatMessage, LLMRequest
 from saber_compute.llm.model_folder import (
     CHAT_TEMPLATE_FILE,
     GEMMA3_CHAT_TEMPLATE,
+    PLAIN_CHAT_TEMPLATE,
     ensure_chat_template,
 )
 from saber_compute.llm.vllm_offline import (
@@ -192,7 +193,9 @@ def fake_vllm(monkeypatch):
             self.choice = choice
 
     class Tokenizer:
-        def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
+        def apply_chat_template(
+            self, messages, tokenize=False, add_generation_prompt=True, chat_template=None
+        ):
             return " ".join(m["content"] for m in messages)
 
         def encode(self, text, add_special_tokens=False):
@@ -211,13 +214,21 @@ def fake_vllm(monkeypatch):
         def get_metrics(self):
             return []
 
-        def chat(self, messages, sampling_params=None, use_tqdm=True, chat_template_kwargs=None):
+        def chat(
+            self,
+            messages,
+            sampling_params=None,
+            use_tqdm=True,
+            chat_template=None,
+            chat_template_kwargs=None,
+        ):
             state.chats.append(
                 {
                     "messages": messages,
                     "params": sampling_params,
                     "use_tqdm": use_tqdm,
                     "template": chat_template_kwargs,
+                    "chat_template": chat_template,
                 }
             )
             outputs = []
@@ -317,6 +328,29 @@ def test_prompt_over_max_model_len_is_an_error_result_and_not_sent(fake_vllm):
     assert "does not fit max_model_len 32" in results[1].error
     assert "SABER_LLM_MAX_MODEL_LEN" in results[1].error
     assert [c[-1]["content"] for c in fake_vllm.chats[0]["messages"]] == ["a"]
+
+
+def test_plain_chat_template_is_sent_and_named_in_the_identity(fake_vllm):
+    VLLMEngine(model="org/m", chat_template="plain").generate([_req("a")])
+    assert fake_vllm.chats[0]["chat_template"] == PLAIN_CHAT_TEMPLATE
+    assert fake_vllm.chats[0]["template"] is None
+    plain = VLLMEngine(model="org/m", chat_template="plain").identity()["chat_template"]
+    assert plain != VLLMEngine(model="org/m", chat_template="gemma3").identity()["chat_template"]
+    assert "chat_template" not in VLLMEngine(model="org/m").identity()
+
+
+def test_plain_template_renders_what_the_embedded_engine_feeds_the_model():
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    from saber_compute.llm.embedded import render_plain
+
+    request = _req(" Which one? ")
+    template = ImmutableSandboxedEnvironment().from_string(PLAIN_CHAT_TEMPLATE)
+    for content in (lambda m: m.content, lambda m: [{"type": "text", "text": m.content}]):
+        messages = [{"role": m.role, "content": content(m)} for m in request.messages]
+        rendered = template.render(messages=messages, bos_token="<bos>", add_generation_prompt=True)
+        assert rendered == "<bos>" + render_plain(request.messages)
+    assert render_plain(request.messages) == "Be brief.\n\nWhich one?"
 
 
 def test_reasoning_effort_goes_to_chat_template(fake_vllm):

@@ -22,6 +22,7 @@ import pytest
 
 from saber_cli.build import run_build
 from saber_compute.llm.interface import ChatMessage, LLMRequest
+from saber_compute.llm.model_folder import chat_template_text
 from saber_resources.config import load_build_config
 from saber_resources.factory import make_backend
 from saber_resources.judges import LLMJudge
@@ -94,8 +95,13 @@ def openai_server(home, backend, tmp_path_factory):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    log = tmp_path_factory.mktemp("openai") / "server.log"
-    server = start_openai_server(default_env_path() / "bin" / "python", backend.model, port, log)
+    folder = tmp_path_factory.mktemp("openai")
+    template = folder / "plain.jinja"  # the local engine's template for this base model
+    template.write_text(chat_template_text(backend.chat_template))
+    python = default_env_path() / "bin" / "python"
+    server = start_openai_server(
+        python, backend.model, port, folder / "server.log", chat_template=template
+    )
     yield server
     server.stop()
 
