@@ -10,7 +10,7 @@ homes, model conversion cached) and reads the judge stage's prefix-cache hit rat
 build's round shards. Last, a projection (not a measurement) of the paper-scale judge on one
 A100 from the measured batch shape and stated throughput assumptions.
 
-Writes ``bench/results-llm-engines.json`` and prints a markdown table.
+Writes ``bench/llm-engines.json`` and prints a markdown table.
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ from saber_resources.judges import LLMJudge
 from saber_resources.llm.embedded import EmbeddedBackend
 from saber_resources.llm.engine_server import shutdown_servers
 from saber_resources.llm.openai_compat import OpenAICompatibleBackend
-from saber_resources.llm.vllm_openai_server import prefix_cache_counters, start_openai_server
+from saber_resources.llm.vllm_openai_server import server_counters, start_openai_server
 from saber_resources.store.sources import champ_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "bench" / "results-llm-engines.json"
+OUT = ROOT / "bench" / "llm-engines.json"
 # Paper scale (docs/sabermath.md): 1,000 queries, pools of 150, 20 Swiss rounds: 75 pairs per
 # query and round, one order.
 PAPER_CALLS = 1000 * 75 * 20
@@ -144,14 +144,14 @@ def run_vllm_server(requests: list[LLMRequest], home: Path) -> tuple[dict, list]
     log = home / "api_server.log"
     server = start_openai_server(backend.python(), backend.model, port, log, chat_template=template)
     try:
-        before = prefix_cache_counters(server.base_url)
+        before = server_counters(server.base_url)
         client = OpenAICompatibleBackend(
             base_url=server.base_url, model="gemma3-270m", max_concurrency=16
         )
         started = time.perf_counter()
         results = client.generate(requests)
         seconds = time.perf_counter() - started
-        after = prefix_cache_counters(server.base_url)
+        after = server_counters(server.base_url)
     finally:
         server.stop()
     queries = after["prefix_cache_queries"] - before["prefix_cache_queries"]

@@ -131,10 +131,11 @@ def _with_build(args: argparse.Namespace) -> int:
     store = DuckDBStore(database=str(build.database_path))
     if args.command == "build":
         from saber_cli.build import run_build, slurm_summary, summary
+        from saber_resources.llm.engine_server import EngineServerError
 
         try:
             result = run_build(build, run_id=args.run_id)
-        except BuildLockedError as err:
+        except (BuildLockedError, EngineServerError) as err:
             print(f"saber build: {err}", file=sys.stderr)
             return 2
         if not result.success:

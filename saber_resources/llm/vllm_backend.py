@@ -21,7 +21,7 @@ from saber_compute.llm.embedded import convert_packaged_model, packaged_model_fo
 from saber_compute.llm.interface import LLMRequest, LLMResult
 from saber_compute.llm.vllm_offline import VLLM_VERSION
 from saber_resources.llm.base import EngineBackend
-from saber_resources.llm.engine_server import LocalEngineServer
+from saber_resources.llm.engine_server import EngineServerError, LocalEngineServer
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ENV_VAR = "SABER_VLLM_ENV"
@@ -78,6 +78,19 @@ class VLLMBackend(EngineBackend):
                 f"model folder {self.model} does not exist: set SABER_LLM_MODEL to a model folder "
                 "or Hugging Face id (empty: the packaged Gemma 3 270M)"
             )
+
+    def preflight(self) -> None:
+        """The local server can start: its environment and the model folder exist (else
+        ``EngineServerError`` naming the fix)."""
+        if not self.python().exists():
+            raise EngineServerError(
+                f"the vLLM environment is missing ({self.python()} does not exist): run "
+                "`make vllm-env` (or point SABER_VLLM_ENV at a vLLM environment)"
+            )
+        try:
+            self.prepare_model()
+        except FileNotFoundError as exc:
+            raise EngineServerError(str(exc)) from exc
 
     def identity(self) -> dict[str, str]:
         """The engine's identity: vLLM version, model and the model folder's content hash."""

@@ -34,6 +34,12 @@ class OpenAIServer:
     log: Path
     ready_s: float
 
+    def kill(self) -> None:
+        """SIGKILL the process group now (a server dying mid-stage)."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, 9)
+            self.process.wait()
+
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM, then SIGKILL after ``timeout`` seconds (the process group: its engine too)."""
         if self.process.poll() is not None:
@@ -104,15 +110,19 @@ def start_openai_server(
     raise TimeoutError(f"vLLM's OpenAI server not ready after {timeout:.0f}s (log: {log})")
 
 
-def prefix_cache_counters(base_url: str) -> dict[str, float]:
-    """``prefix_cache_queries`` and ``prefix_cache_hits`` (tokens, cumulative) from the server's
-    Prometheus ``/metrics`` (``vllm:prefix_cache_queries_total`` / ``..._hits_total``)."""
+COUNTERS = ("prefix_cache_queries", "prefix_cache_hits", "request_success")
+
+
+def server_counters(base_url: str) -> dict[str, float]:
+    """Cumulative counters from the server's Prometheus ``/metrics``: ``prefix_cache_queries`` and
+    ``prefix_cache_hits`` (prompt tokens; ``vllm:prefix_cache_queries_total`` / ``..._hits_total``)
+    and ``request_success`` (requests answered, summed over finish reasons)."""
     root = base_url.removesuffix("/v1")
     with urllib.request.urlopen(f"{root}/metrics", timeout=10) as response:
         text = response.read().decode()
-    counters: dict[str, float] = {}
+    counters = dict.fromkeys(COUNTERS, 0.0)
     for line in text.splitlines():
-        for name in ("prefix_cache_queries", "prefix_cache_hits"):
+        for name in COUNTERS:
             if line.startswith(f"vllm:{name}_total{{"):
-                counters[name] = counters.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+                counters[name] += float(line.rsplit(" ", 1)[1])
     return counters

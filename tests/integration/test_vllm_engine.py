@@ -26,10 +26,11 @@ from saber_compute.llm.model_folder import chat_template_text
 from saber_resources.config import load_build_config
 from saber_resources.factory import make_backend
 from saber_resources.judges import LLMJudge
+from saber_resources.llm.cache import CachedLLM
 from saber_resources.llm.engine_server import EngineServerError, shutdown_servers
 from saber_resources.llm.openai_compat import OpenAICompatibleBackend
 from saber_resources.llm.vllm_backend import VLLMBackend, default_env_path
-from saber_resources.llm.vllm_openai_server import start_openai_server
+from saber_resources.llm.vllm_openai_server import server_counters, start_openai_server
 from saber_resources.store.database import DuckDBStore
 
 pytestmark = pytest.mark.vllm
@@ -89,19 +90,25 @@ def backend(home) -> VLLMBackend:
     return make_backend(load_build_config("local-llm", home=str(home), llm_backend="vllm"))
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _start_server(backend: VLLMBackend, folder: Path, port: int):
+    """vLLM's OpenAI server with the backend's model folder and chat template."""
+    template = folder / "template.jinja"  # the local engine's template for this base model
+    template.write_text(chat_template_text(backend.chat_template))
+    return start_openai_server(
+        backend.python(), backend.model, port, folder / "server.log", chat_template=template
+    )
+
+
 @pytest.fixture(scope="module")
 def openai_server(home, backend, tmp_path_factory):
     """vLLM's OpenAI server with the same model folder on a free port."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    folder = tmp_path_factory.mktemp("openai")
-    template = folder / "plain.jinja"  # the local engine's template for this base model
-    template.write_text(chat_template_text(backend.chat_template))
-    python = default_env_path() / "bin" / "python"
-    server = start_openai_server(
-        python, backend.model, port, folder / "server.log", chat_template=template
-    )
+    server = _start_server(backend, tmp_path_factory.mktemp("openai"), _free_port())
     yield server
     server.stop()
 
@@ -128,15 +135,15 @@ def test_judge_choices_come_with_parting_token_probabilities(backend, home):
 def test_seeded_sampling_repeats_and_the_seed_matters(backend):
     def ask(seed: int) -> str:
         request = LLMRequest(
-            messages=(ChatMessage("user", "Write one sentence about prime numbers."),),
+            messages=(ChatMessage("user", "Prime numbers matter because"),),
             prompt_id="free", prompt_hash="h", input_hash=f"seed-{seed}-{time.time_ns()}",
             max_tokens=24, temperature=1.0, seed=seed,
         )  # fmt: skip
         return backend.generate([request])[0].text
 
     first = ask(1)
-    assert first and ask(1) == first
-    assert ask(2) != first
+    assert ask(1) == first
+    assert len({first, ask(2), ask(3)}) > 1
 
 
 def test_prompt_over_max_model_len_is_a_one_line_error_naming_the_fix(backend):
@@ -150,9 +157,11 @@ def test_prompt_over_max_model_len_is_a_one_line_error_naming_the_fix(backend):
 
 def test_truncated_answer_is_retried_then_dropped_with_its_raw_text(backend, tmp_path):
     """Generate mode with a 2-token budget: the answer is cut before ``\\boxed{k}`` closes, the
-    retry (new seed) too, and the pair is dropped with what the model wrote."""
+    retry (new seed) too, and the pair is dropped with what the model wrote. (Without the
+    packaged model's blank-line stop string: this base model opens its answer with one.)"""
     store = DuckDBStore(database=str(tmp_path / "db.duckdb"))
-    judge = LLMJudge(backend=backend, mode="generate", max_tokens=2, both_orders=False)
+    unstopped = VLLMBackend(**{**backend.model_dump(), "stop": []})  # a second engine server
+    judge = LLMJudge(backend=unstopped, mode="generate", max_tokens=2, both_orders=False)
     query, a, b = JUDGE_CASES[0]
     out = judge.judge([query], [a], [b], store, "run-truncated")
     assert np.isnan(out.p_first[0])
@@ -174,7 +183,7 @@ def test_a_small_build_runs_every_llm_stage_on_one_server(backend, home):
     assert identity["model_hash"] and identity["model"] == backend.model
     judgments = store.read_table("judgments")
     assert (judgments["judge_backend"] == "vllm").all()
-    p = judgments["p_first"].drop_nans().drop_nulls()
+    p = judgments["p_a"].drop_nans().drop_nulls()
     assert p.len() > 0 and ((p > 0) & (p < 1)).all()  # from log-probs, not hard 0/1 verdicts
     summaries = store.read_table("summaries")
     assert (summaries["summary_origin"] == "llm").all()
@@ -201,10 +210,55 @@ def test_offline_batch_and_server_give_the_same_greedy_verdicts(backend, openai_
         assert b.choice_logprobs["1"] == pytest.approx(a.choice_logprobs["1"], abs=0.05)
 
 
+def test_server_killed_mid_stage_then_restarted_pays_no_call_twice(
+    backend, openai_server, tmp_path
+):
+    """The ``server`` profile's path: answers are stored chunk by chunk as they arrive; the server
+    dies mid-stage (the rest fail: connection refused, not cached), comes back, and the rerun
+    sends only the calls that were not answered: the new server answers exactly those."""
+    port = _free_port()
+    server = _start_server(backend, tmp_path, port)
+    url = f"http://127.0.0.1:{port}/v1"
+    client = OpenAICompatibleBackend(base_url=url, model="gemma3-270m", max_concurrency=4,
+                                     max_retries=1, backoff_s=0.2)  # fmt: skip
+    store = DuckDBStore(database=str(tmp_path / "db.duckdb"))
+    cached = CachedLLM(client, store, "run-1", chunk_size=16)
+    requests = [_judge_request(f"Is {n} prime?", f"{n} has a divisor.", "Cats purr.")
+                for n in range(101, 165)]  # fmt: skip
+    answered = []
+
+    def count() -> int:
+        if not store.has_table("llm_calls"):
+            return 0
+        return int(store.query("SELECT count(*) AS n FROM llm_calls")["n"][0])
+
+    def stage() -> None:
+        answered.append(cached.generate(requests))
+
+    import threading
+
+    worker = threading.Thread(target=stage)
+    worker.start()
+    while count() < 16 and worker.is_alive():
+        time.sleep(0.2)
+    server.kill()  # mid-stage
+    worker.join()
+    _, _, first = answered[0]
+    paid = count()
+    assert 16 <= paid < len(requests) and first.errors == len(requests) - paid
+    restarted = _start_server(backend, tmp_path, port)
+    try:
+        _, _, second = CachedLLM(client, store, "run-2", chunk_size=16).generate(requests)
+        served = server_counters(url)["request_success"]
+    finally:
+        restarted.stop()
+    assert (second.hits, second.calls, second.errors) == (paid, len(requests) - paid, 0)
+    assert served == len(requests) - paid  # the new server answered only what was missing
+    assert count() == len(requests)
+
+
 def test_server_refusing_connections_is_an_error_naming_the_url(tmp_path):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]  # closed again: nothing listens there
+    port = _free_port()  # closed again: nothing listens there
     url = f"http://127.0.0.1:{port}/v1"
     client = OpenAICompatibleBackend(base_url=url, model="m", max_retries=1, backoff_s=0.01)
     (result,) = client.generate([_judge_request(*JUDGE_CASES[0])])
