@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -247,7 +248,13 @@ class LocalEngineServer:
                 announced = False
             time.sleep(self.poll_s)
 
+    def shutdown(self) -> None:
+        """Ask this configuration's server to exit after the shard at hand."""
+        if (self.folder / SERVER_JSON).exists():
+            (self.folder / SHUTDOWN).touch()
+
     def _after_death(self, pid: int, status: dict[str, Any]) -> None:
+        reap_group(pid)  # a killed server leaves its engine processes behind
         reason = status.get("exit_reason")
         if status.get("state") in (None, "starting", "loading", "error") or reason == "error":
             raise EngineServerError(
@@ -262,6 +269,15 @@ class LocalEngineServer:
                     f"{self._log_tail()} (log: {self.folder / 'server.log'})"
                 )
         self.log(f"LLM server (pid {pid}) is gone ({reason or 'killed'}): starting another")
+
+
+def reap_group(pid: int) -> None:
+    """SIGKILL what is left of a server's process group (its session: vLLM's engine core and
+    workers outlive a server that was killed)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _serving(pid: int) -> bool:

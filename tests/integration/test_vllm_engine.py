@@ -27,7 +27,7 @@ from saber_resources.config import load_build_config
 from saber_resources.factory import make_backend
 from saber_resources.judges import LLMJudge
 from saber_resources.llm.cache import CachedLLM
-from saber_resources.llm.engine_server import EngineServerError, shutdown_servers
+from saber_resources.llm.engine_server import EngineServerError, reap_group, shutdown_servers
 from saber_resources.llm.openai_compat import OpenAICompatibleBackend
 from saber_resources.llm.vllm_backend import VLLMBackend, default_env_path
 from saber_resources.llm.vllm_openai_server import server_counters, start_openai_server
@@ -76,6 +76,7 @@ def home(tmp_path_factory):
     shutdown_servers(path)
     for pid_file in path.glob("llm-servers/*/server.pid"):
         _wait_gone(int(pid_file.read_text()))
+        reap_group(int(pid_file.read_text()))  # nothing of it may outlive the module
 
 
 def _wait_gone(pid: int, timeout: float = 60.0) -> None:
@@ -101,8 +102,9 @@ def _start_server(backend: VLLMBackend, folder: Path, port: int):
     template = folder / "template.jinja"  # the local engine's template for this base model
     template.write_text(chat_template_text(backend.chat_template))
     return start_openai_server(
-        backend.python(), backend.model, port, folder / "server.log", chat_template=template
-    )
+        backend.python(), backend.model, port, folder / "server.log", kv_cache_gib=1,
+        chat_template=template,
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -113,8 +115,8 @@ def openai_server(home, backend, tmp_path_factory):
     server.stop()
 
 
-def _server_status(home: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in home.glob("llm-servers/*/jobs/*.json")]
+def _server_status(folder: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in folder.glob("jobs/*.json")]
 
 
 def test_judge_choices_come_with_parting_token_probabilities(backend, home):
@@ -163,7 +165,10 @@ def test_truncated_answer_is_retried_then_dropped_with_its_raw_text(backend, tmp
     unstopped = VLLMBackend(**{**backend.model_dump(), "stop": []})  # a second engine server
     judge = LLMJudge(backend=unstopped, mode="generate", max_tokens=2, both_orders=False)
     query, a, b = JUDGE_CASES[0]
-    out = judge.judge([query], [a], [b], store, "run-truncated")
+    try:
+        out = judge.judge([query], [a], [b], store, "run-truncated")
+    finally:
+        unstopped.local_server().shutdown()
     assert np.isnan(out.p_first[0])
     assert "retry" in out.drop_reason[0]
     assert out.raw[0] and "ERROR" not in out.raw[0]
@@ -188,7 +193,7 @@ def test_a_small_build_runs_every_llm_stage_on_one_server(backend, home):
     summaries = store.read_table("summaries")
     assert (summaries["summary_origin"] == "llm").all()
     # one server, one model load, for the module's calls and the whole build
-    status = _server_status(home)
+    status = _server_status(backend.local_server().folder)
     assert sum(s["model_loads"] for s in status) == 1
     # a judge round is one batch: a query's pairs share their prefix in vLLM's cache
     rounds = [json.loads(p.read_text()) for p in home.glob("llm-servers/shards/*/stats.json")]
@@ -200,6 +205,7 @@ def test_offline_batch_and_server_give_the_same_greedy_verdicts(backend, openai_
     requests = [_judge_request(*case) for case in JUDGE_CASES]
     requests += [_judge_request(q, b, a) for q, a, b in JUDGE_CASES]  # both orders
     offline = backend.generate(requests)
+    assert [r.error for r in offline] == [None] * len(requests)
     client = OpenAICompatibleBackend(
         base_url=openai_server.base_url, model="gemma3-270m", max_concurrency=4
     )
@@ -216,6 +222,7 @@ def test_server_killed_mid_stage_then_restarted_pays_no_call_twice(
     """The ``server`` profile's path: answers are stored chunk by chunk as they arrive; the server
     dies mid-stage (the rest fail: connection refused, not cached), comes back, and the rerun
     sends only the calls that were not answered: the new server answers exactly those."""
+    openai_server.stop()  # done with it: this test runs (and kills) its own server
     port = _free_port()
     server = _start_server(backend, tmp_path, port)
     url = f"http://127.0.0.1:{port}/v1"
