@@ -134,9 +134,11 @@ def _choice_logprobs(choice: dict, request: LLMRequest) -> dict[str, float] | No
     try:
         walk = []
         for step in choice["logprobs"]["content"]:
-            candidates = {t["token"]: float(t["logprob"]) for t in step.get("top_logprobs") or []}
-            candidates.setdefault(step["token"], float(step["logprob"]))
-            walk.append((step["token"], list(candidates.items())))
+            # a list, not a dict by text: two token ids may decode to the same text ("1")
+            candidates = [(t["token"], float(t["logprob"])) for t in step.get("top_logprobs") or []]
+            if step["token"] not in {token for token, _ in candidates}:
+                candidates.append((step["token"], float(step["logprob"])))
+            walk.append((step["token"], candidates))
     except (KeyError, IndexError, TypeError, ValueError, AttributeError):
         return None
     return parting_choice_logprobs(walk, request.choices) if walk else None

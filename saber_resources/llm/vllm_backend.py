@@ -61,7 +61,7 @@ class VLLMBackend(EngineBackend):
     env_path: str = Field(default="", description="The vLLM environment (default .venv-vllm)")
     home: str = Field(default=".saber", description="SABER home (the local server's folder)")
     idle_timeout: float = Field(default=600.0, description="Local server: idle seconds to exit")
-    kv_cache_gib: int = Field(default=2, description="CPU KV cache (VLLM_CPU_KVCACHE_SPACE)")
+    kv_cache_gib: int = Field(default=1, description="CPU KV cache GiB (VLLM_CPU_KVCACHE_SPACE)")
 
     def engine_spec(self) -> tuple[str, dict[str, Any]]:
         """The engine class and its config (without the local server's launch settings)."""

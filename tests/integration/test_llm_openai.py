@@ -443,3 +443,18 @@ def test_parse_chat_completion_edge_cases():
 def test_redact_url_keeps_host_port_path():
     assert redact_url("http://127.0.0.1:8000/v1/") == "http://127.0.0.1:8000/v1"
     assert redact_url("http://a:b@[::1]:9/v1?k=1") == "http://[::1]:9/v1"
+
+
+def test_two_tokens_with_the_same_text_both_count():
+    """vLLM's top_logprobs can hold two token ids that decode to "1" (as its server does for
+    Gemma): both count (log-sum-exp), neither hides the other."""
+    top = [{"token": "1", "logprob": -0.39}, {"token": "1", "logprob": -28.3},
+           {"token": "2", "logprob": -1.2}]  # fmt: skip
+    step = {"token": "1", "logprob": -0.39, "top_logprobs": top}
+    body = {"choices": [{"message": {"content": "1"}, "logprobs": {"content": [step]}}]}
+    judged = _req("ok:j", choices=("1", "2"), logprobs=True)
+    parsed = parse_chat_completion(json.dumps(body).encode(), judged)
+    assert parsed.choice_logprobs == {
+        "1": pytest.approx(math.log(math.exp(-0.39) + math.exp(-28.3))),
+        "2": pytest.approx(-1.2),
+    }
