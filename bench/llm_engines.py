@@ -20,6 +20,7 @@ import json
 import os
 import random
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -95,6 +96,39 @@ def p_first(results: list[LLMResult]) -> list[float | None]:
         else:
             out.append(None)
     return out
+
+
+def debiased(p: list[float | None]) -> list[float | None]:
+    """Both orders of a pair (consecutive requests) combined: ``(p(a|a,b) + 1 − p(b|b,a)) / 2``
+    — the position bias cancels (the build's ``judge_both_orders``)."""
+    out = []
+    for forward, reverse in zip(p[0::2], p[1::2], strict=True):
+        out.append(None if forward is None or reverse is None else (forward + 1 - reverse) / 2)
+    return out
+
+
+def agreement_table(embedded: list[LLMResult], offline: list[LLMResult], served: list) -> dict:
+    """Identical verdicts (as asked, and with both orders combined), the correlation of the
+    combined p(candidate 1) between engines, and each engine's share of "1" answers."""
+    p_e, p_o, p_s = p_first(embedded), p_first(offline), p_first(served)
+    d_e, d_o = debiased(p_e), debiased(p_o)
+    side = [(x > 0.5, y > 0.5) for x, y in zip(d_e, d_o, strict=True) if None not in (x, y)]
+    pairs = [(x, y) for x, y in zip(d_e, d_o, strict=True) if None not in (x, y)]
+    return {
+        "embedded_vs_vllm": agreement(verdicts(embedded), verdicts(offline)),
+        "offline_vs_server": agreement(verdicts(offline), verdicts(served)),
+        "embedded_vs_vllm_both_orders": round(sum(a == b for a, b in side) / len(side), 3),
+        "both_orders_p_correlation": round(
+            statistics.correlation([x for x, _ in pairs], [y for _, y in pairs]), 3
+        ),
+        "share_first_embedded": round(sum(v == "1" for v in verdicts(embedded)) / len(p_e), 3),
+        "share_first_vllm": round(sum(v == "1" for v in verdicts(offline)) / len(p_o), 3),
+        "max_abs_p_offline_vs_server": round(
+            max(abs(x - y) for x, y in zip(p_o, p_s, strict=True) if None not in (x, y)), 4
+        ),
+        "embedded_p_first": p_e,
+        "vllm_p_first": p_o,
+    }
 
 
 def agreement(a: list, b: list) -> float:
@@ -233,8 +267,12 @@ def render(results: dict) -> str:
     agree = results["agreement"]
     lines.append("")
     lines.append(
-        f"identical verdicts: embedded vs vLLM offline {agree['embedded_vs_vllm']:.1%}, "
-        f"vLLM offline vs server {agree['offline_vs_server']:.1%} ({results['calls']} prompts)"
+        f"identical verdicts: embedded vs vLLM offline {agree['embedded_vs_vllm']:.1%} (answers "
+        f"'1': {agree['share_first_embedded']:.0%} / {agree['share_first_vllm']:.0%}), both "
+        f"orders combined {agree['embedded_vs_vllm_both_orders']:.1%} (p correlation "
+        f"{agree['both_orders_p_correlation']}); vLLM offline vs server "
+        f"{agree['offline_vs_server']:.1%} (max |Δp| {agree['max_abs_p_offline_vs_server']}), "
+        f"{results['calls']} prompts"
     )
     if "builds" in results:
         for engine, row in results["builds"].items():
@@ -283,12 +321,7 @@ def main(argv: list[str] | None = None) -> None:
         results["vllm_offline"], offline = run_vllm_offline(requests, tmp_path / "home")
         print("vLLM OpenAI server", file=sys.stderr)
         results["vllm_server"], served = run_vllm_server(requests, tmp_path / "home")
-        results["agreement"] = {
-            "embedded_vs_vllm": agreement(verdicts(embedded), verdicts(offline)),
-            "offline_vs_server": agreement(verdicts(offline), verdicts(served)),
-            "embedded_p_first": p_first(embedded),
-            "vllm_p_first": p_first(offline),
-        }
+        results["agreement"] = agreement_table(embedded, offline, served)
         if args.builds:
             results["builds"] = {}
             for engine in ("embedded", "vllm"):

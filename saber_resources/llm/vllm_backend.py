@@ -105,7 +105,14 @@ class VLLMBackend(EngineBackend):
         """The local LLM server of this configuration (started on first use)."""
         identity = self.identity()
         spec, config = self.engine_spec()
-        env = {"VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib), "SLURM_JOB_ID": ""}
+        # this checkout first: the server runs the build's code even when the environment's
+        # editable install points at another checkout (the payload version is checked)
+        paths = [str(PROJECT_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(":"))]
+        env = {
+            "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib),
+            "SLURM_JOB_ID": "",
+            "PYTHONPATH": ":".join(dict.fromkeys(paths)),
+        }
         return LocalEngineServer(
             Path(self.home), self.python(), spec, config, identity, env, self.idle_timeout, log=log
         )
