@@ -13,6 +13,7 @@ import json
 import math
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -232,23 +233,23 @@ def test_server_killed_mid_stage_then_restarted_pays_no_call_twice(
     cached = CachedLLM(client, store, "run-1", chunk_size=16)
     requests = [_judge_request(f"Is {n} prime?", f"{n} has a divisor.", "Cats purr.")
                 for n in range(101, 165)]  # fmt: skip
-    answered = []
+    answered, stored = [], threading.Event()
 
     def count() -> int:
         if not store.has_table("llm_calls"):
             return 0
         return int(store.query("SELECT count(*) AS n FROM llm_calls")["n"][0])
 
-    def stage() -> None:
-        answered.append(cached.generate(requests))
+    def progress(done: int, total: int) -> None:  # called after each chunk is stored
+        stored.set()
 
-    import threading
+    def stage() -> None:
+        answered.append(cached.generate(requests, progress=progress))
 
     worker = threading.Thread(target=stage)
     worker.start()
-    while count() < 16 and worker.is_alive():
-        time.sleep(0.2)
-    server.kill()  # mid-stage
+    assert stored.wait(timeout=600)
+    server.kill()  # mid-stage: the first chunk is stored, the others are not
     worker.join()
     _, _, first = answered[0]
     paid = count()
