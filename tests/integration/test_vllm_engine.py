@@ -248,9 +248,11 @@ def test_server_killed_mid_stage_then_restarted_pays_no_call_twice(
 
     worker = threading.Thread(target=stage)
     worker.start()
-    assert stored.wait(timeout=600)
-    server.kill()  # mid-stage: the first chunk is stored, the others are not
-    worker.join()
+    try:
+        assert stored.wait(timeout=600)
+    finally:
+        server.kill()  # mid-stage: the first chunk is stored, the others are not
+        worker.join()
     _, _, first = answered[0]
     paid = count()
     assert 16 <= paid < len(requests) and first.errors == len(requests) - paid
