@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: setup vllm-env run test test-unit test-slow bench bench-quick bench-llm ui lint dagster-home clean slurm-up slurm-down
+.PHONY: setup vllm-env run test test-unit test-e2e test-slow bench bench-quick bench-llm ui lint dagster-home clean slurm-up slurm-down
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -38,6 +38,10 @@ test:
 test-unit:
 	$(PY) -m pytest -q tests/unit
 
+# end-to-end checks: whole builds in subprocesses, the UI, real model generation (CI runs them)
+test-e2e:
+	$(PY) -m pytest -q -m "e2e and not slow"
+
 test-slow:
 	$(PY) -m pytest -q -m slow
 
@@ -64,7 +68,7 @@ clean:
 	rm -rf $(SABER_HOME)
 
 # A real single-node SLURM (munge, MariaDB + slurmdbd, slurmctld, slurmd with a fake GPU) and a
-# localhost sshd for dagster-slurm; installs missing Debian packages. Needs root. slurm/README.md.
+# localhost sshd for dagster-slurm; installs missing Debian packages. Needs root. docs/cluster.md.
 slurm-up:
 	SABER_SLURM_VENV=$(abspath $(VENV)) bash slurm/dev/up.sh
 

@@ -149,7 +149,9 @@ def run_embedded(requests: list[LLMRequest]) -> tuple[dict, list[LLMResult]]:
 
 
 def run_vllm_offline(requests: list[LLMRequest], home: Path) -> tuple[dict, list[LLMResult]]:
-    backend = make_backend(load_build_config("local-llm", llm_backend="vllm", home=str(home)))
+    backend = make_backend(
+        load_build_config("local-llm", llm_backend="vllm", home=str(home)).plan()
+    )
     server = backend.local_server(log=lambda m: print(f"  {m}", file=sys.stderr))
     started = time.perf_counter()
     status = server.wait_loaded(server.ensure_running())
@@ -169,7 +171,9 @@ def run_vllm_offline(requests: list[LLMRequest], home: Path) -> tuple[dict, list
 
 
 def run_vllm_server(requests: list[LLMRequest], home: Path) -> tuple[dict, list]:
-    backend = make_backend(load_build_config("local-llm", llm_backend="vllm", home=str(home)))
+    backend = make_backend(
+        load_build_config("local-llm", llm_backend="vllm", home=str(home)).plan()
+    )
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

@@ -201,7 +201,7 @@ def python_sabermath_pair(
     tokens_b: set,
 ) -> tuple[float, float]:
     """The published pooled BMA-Lin and idea Jaccard of one pair, before float16 storage
-    (SABERMATH-METHOD §4–§6): Lin through the longest common ancestor path, the diagonal
+    (docs/sabermath.md §4–§6): Lin through the longest common ancestor path, the diagonal
     2IC/(2IC + 1e-12); two sums from 0.0 divided separately by |A| + |B|; J(∅, ∅) = 1."""
 
     def lin(a: int, b: int) -> float:

@@ -22,11 +22,11 @@ from saber_core.inputs.annotations import (
 )
 from saber_core.ontology.tag_paths import node_tree_paths
 from saber_core.signals.jaccard import TOKENIZER_VERSION
-from saber_resources.config import BuildConfig
+from saber_resources.config import BuildConfig, PlanReads
 from saber_resources.llm.annotators import llm_summaries, llm_topics
 from saber_resources.llm.base import LLMBackend
 from saber_resources.llm.cache import CachedLLM, CallStats
-from saber_resources.llm.prompts import load_prompt
+from saber_resources.llm.prompts import load_prompt, prompt_source
 from saber_resources.slurm import SlurmDispatch, maybe_dispatcher
 from saber_resources.store.database import DuckDBStore
 from saber_resources.store.sources import load_ontology_frame
@@ -34,8 +34,9 @@ from saber_runtime.errors import fail_on_backend_errors
 from saber_runtime.stage import StageOutput, materialize_stage
 
 
-def _cached_llm(context, build, store, llm, slurm) -> CachedLLM:
-    dispatch = maybe_dispatcher(build, slurm, context, llm, store)
+def _cached_llm(context, plan: PlanReads, store, llm, slurm) -> CachedLLM:
+    # where the calls run never changes an answer: execution is not a recorded setting
+    dispatch = maybe_dispatcher(plan.plan.execution, slurm, context, llm, store)
     return CachedLLM(llm, store, context.run.run_id, dispatch=dispatch)
 
 
@@ -46,13 +47,9 @@ def _progress(context: dg.AssetExecutionContext, stage: str):
     return report
 
 
-def _llm_settings(build: BuildConfig, llm: LLMBackend, prompt: str, **extra) -> dict:
-    return {
-        "identity": llm.identity(),
-        "prompt_hash": load_prompt(prompt).hash,
-        "seed": build.seed,
-        **extra,
-    }
+def llm_inputs(llm: LLMBackend, prompt_file: str) -> dict:
+    """What an LLM stage's answers depend on outside the plan: the backend and the prompt."""
+    return {"identity": llm.identity(), "prompt_hash": load_prompt(prompt_file).hash}
 
 
 def _paid(stage: str, stats: CallStats) -> dict:
@@ -74,43 +71,44 @@ def summaries(
     slurm: SlurmDispatch,
 ) -> dg.MaterializeResult:
     """One solution summary per document (human-written, or LLM-written with provenance)."""
-    settings = build.annotation
+    plan = build.reads()
+    settings = plan.annotation
+    from_llm = settings.summaries == "llm"
+    # the prompt counts by its content (extra: prompt_hash), wherever its file lies
+    prompt = prompt_source("summary", plan.plan.inputs.prompts_dir) if from_llm else ""
 
     def compute() -> StageOutput:
         corpus = store.read_table("corpus")
-        if settings.summaries == "corpus":
+        if not from_llm:
             table, figures = corpus_summaries(corpus), {}
         else:
-            cached = _cached_llm(context, build, store, llm, slurm)
+            cached = _cached_llm(context, plan, store, llm, slurm)
             max_tokens, progress = settings.summary_max_tokens, _progress(context, "summaries")
-            table, stats = llm_summaries(cached, corpus, max_tokens, build.seed, progress)
+            table, stats = llm_summaries(cached, corpus, max_tokens, plan.seed, progress, prompt)
             figures = _paid("summaries", stats)
         table = table.with_columns(pl.lit(TOKENIZER_VERSION).alias("tokenizer_version"))
         return StageOutput({"summaries": table}, figures={**summary_figures(table), **figures})
 
-    fingerprint = (
-        {"origin": "corpus"}
-        if settings.summaries == "corpus"
-        else _llm_settings(build, llm, "summary", max_tokens=settings.summary_max_tokens)
-    )
-    return materialize_stage(context, store, settings=fingerprint, compute=compute)
+    extra = llm_inputs(llm, prompt) if from_llm else {}
+    return materialize_stage(context, store, plan, compute=compute, extra=extra)
 
 
-def corpus_topic_rows(build: BuildConfig, corpus, nodes, plan: Construction | None = None) -> tuple:
+def corpus_topic_rows(plan: PlanReads, corpus, nodes, steps: Construction | None = None) -> tuple:
     """The corpus' own topics as annotation rows and rejections: node ids checked against the
     ontology, or — tag-based constructions — cleaned tag paths (``tag_cleanup``); stops with
-    the reason and the setting that fixes it when most topics are rejected. ``plan``: another
+    the reason and the setting that fixes it when most topics are rejected. ``steps``: another
     construction than the build's (the audit)."""
-    plan = plan or build.construction_plan()
-    if plan.ontology_source == "tag_paths" or plan.engine == "all_pairs":
+    steps = steps or plan.construction
+    if steps.ontology_source == "tag_paths" or steps.engine == "all_pairs":
         node_paths = None
-        if plan.ontology_source == "node_file":
-            frame = load_ontology_frame(build.inputs.ontology, build.inputs.synth_scale, build.seed)
+        if steps.ontology_source == "node_file":
+            inputs = plan.inputs
+            frame = load_ontology_frame(inputs.ontology, inputs.synth_scale, plan.seed)
             node_paths = node_tree_paths(frame["node_id"].to_list(), frame["parent_ids"].to_list())
         raw = raw_tag_lists(corpus, node_paths)
-        ancestor_check = plan.has_fix("ancestor_check")
+        ancestor_check = steps.has_fix("ancestor_check")
         ids = corpus["doc_id"].to_list()
-        valid, rejected = tag_annotations(ids, raw, nodes, plan.tag_cleanup, ancestor_check)
+        valid, rejected = tag_annotations(ids, raw, nodes, steps.tag_cleanup, ancestor_check)
     else:
         valid, rejected = corpus_topics(corpus, nodes)
     error = rejection_error(valid, rejected)
@@ -128,23 +126,27 @@ def topic_annotations(
     slurm: SlurmDispatch,
 ) -> dg.MaterializeResult:
     """(doc_id, topic_id) rows validated against the ontology; unknown ids are rejected."""
-    settings = build.annotation
+    plan = build.reads()
+    settings = plan.annotation
+    from_llm = settings.topics == "llm"
+    prompt = prompt_source("topics", plan.plan.inputs.prompts_dir) if from_llm else ""
 
     def compute() -> StageOutput:
         corpus, ontology = store.read_table("corpus"), store.read_table("ontology")
         nodes = ontology.select(pl.col("node_id").alias("topic_id"), "ic")
-        if settings.topics == "corpus":
-            (valid, rejected), figures = corpus_topic_rows(build, corpus, nodes), {}
+        if not from_llm:
+            (valid, rejected), figures = corpus_topic_rows(plan, corpus, nodes), {}
         else:
             valid, rejected, stats = llm_topics(
-                _cached_llm(context, build, store, llm, slurm),
+                _cached_llm(context, plan, store, llm, slurm),
                 corpus,
                 ontology,
                 settings.topic_shortlist,
                 settings.max_topics,
                 settings.topics_max_tokens,
-                build.seed,
+                plan.seed,
                 _progress(context, "topics"),
+                prompt,
             )
             valid = valid.join(nodes, on="topic_id", how="inner", maintain_order="left")
             figures = _paid("topics", stats)
@@ -153,17 +155,5 @@ def topic_annotations(
             figures={**topic_figures(valid, rejected, corpus.height), **figures},
         )
 
-    plan = build.construction_plan().step_provenance("tag_cleanup", "ontology_source", "targets")
-    fingerprint = (
-        {"origin": "corpus", **plan}
-        if settings.topics == "corpus"
-        else _llm_settings(
-            build,
-            llm,
-            "topics",
-            shortlist=settings.topic_shortlist,
-            max_topics=settings.max_topics,
-            max_tokens=settings.topics_max_tokens,
-        )
-    )
-    return materialize_stage(context, store, settings=fingerprint, compute=compute)
+    extra = llm_inputs(llm, prompt) if from_llm else {}
+    return materialize_stage(context, store, plan, compute=compute, extra=extra)

@@ -1,11 +1,14 @@
 """Scheduled and input-triggered rebuilds, and the SLURM orphan sensor.
 
-* ``build_schedules(build)``: the ``build_benchmark`` job on ``build.rebuild_cron`` (e.g. weekly
-  ``0 3 * * 1``) when the profile sets one. The run uses the profile the code location was loaded
-  with (``SABER_PROFILE=cluster``), so the LLM stages go to SLURM when that profile says so.
-* ``build_sensors(build, slurm)``: ``saber_input_change_sensor`` requests a build when the corpus
-  (or ontology) file changes — cursor = mtime, size and sha256 per file; a changed mtime with the
-  same content only moves the cursor; the first tick records a baseline. With SLURM execution,
+* ``build_schedules(build)``: the ``refresh_benchmark`` job (the build and the evaluation: a
+  scheduled rebuild also refreshes the retriever runs and the leaderboard) on
+  ``build.rebuild_cron`` (e.g. weekly ``0 3 * * 1``) when the profile sets one. The run uses the
+  profile the code location was loaded with (``SABER_PROFILE=cluster``), so the LLM stages go to
+  SLURM when that profile says so.
+* ``build_sensors(build, slurm)``: ``saber_input_change_sensor`` requests the same job when an
+  input changes — the corpus, ontology, contamination corpus and recipe-summaries files and
+  every prompt file — cursor = mtime, size and sha256 per file; a changed mtime with the same
+  content only moves the cursor; the first tick records a baseline. With SLURM execution,
   also ``saber_slurm_orphan_sensor``: dagster-slurm's orphan reconciliation (runs whose
   supervisor died while their SLURM job lives on are marked failed and relaunched; the relaunch
   reattaches to the job), plus ``scancel`` for orphaned jobs of runs that cannot be relaunched,
@@ -28,13 +31,24 @@ from typing import Any
 import dagster as dg
 
 BUILD_JOB = "build_benchmark"
-BUILTIN_INPUTS = {"champ", "synthetic", ""}
+REFRESH_JOB = "refresh_benchmark"  # the build and the evaluation (retriever runs, leaderboard)
+BUILTIN_INPUTS = {"champ", "synthetic", "auto", "none", ""}
 
 
-def _input_paths(build: Any) -> list[Path]:
-    """The build's input files (corpus, ontology) that live on disk."""
-    names = [build.inputs.corpus, build.inputs.ontology]
-    return [Path(n).expanduser().resolve() for n in names if n not in BUILTIN_INPUTS]
+def watched_inputs(build: Any) -> list[Path]:
+    """Every file a build reads that lives on disk: the corpus, ontology, contamination corpus
+    and recipe summaries (when files) and every prompt file of the build's prompt folder."""
+    from saber_resources.llm.prompts import PROMPTS_DIR
+
+    names = [
+        build.inputs.corpus,
+        build.inputs.ontology,
+        build.validity.contamination_corpus,
+        build.validity.recipe_summaries,
+    ]
+    files = [Path(n).expanduser().resolve() for n in names if n not in BUILTIN_INPUTS]
+    prompts = Path(build.inputs.prompts_dir) if build.inputs.prompts_dir else PROMPTS_DIR
+    return files + sorted(p.resolve() for p in prompts.glob("*.md") if p.name != "README.md")
 
 
 def file_fingerprint(path: Path, previous: dict | None = None) -> dict[str, Any]:
@@ -76,8 +90,9 @@ def evaluate_inputs(paths: Sequence[Path], cursor: str | None) -> tuple[list[str
     return changed, json.dumps(new, sort_keys=True), missing
 
 
-def build_schedules(build: Any, job: str = BUILD_JOB) -> list[dg.ScheduleDefinition]:
-    """The rebuild schedule when ``build.rebuild_cron`` is set (running by default), else none."""
+def build_schedules(build: Any, job: str = REFRESH_JOB) -> list[dg.ScheduleDefinition]:
+    """The rebuild schedule when ``build.rebuild_cron`` is set (running by default), else none:
+    the build and the evaluation, so the leaderboard follows the labels."""
     cron = build.automation.rebuild_cron
     if not cron:
         return []
@@ -89,14 +104,15 @@ def build_schedules(build: Any, job: str = BUILD_JOB) -> list[dg.ScheduleDefinit
             execution_timezone=os.environ.get("SABER_TIMEZONE", "UTC"),
             default_status=dg.DefaultScheduleStatus.RUNNING,
             tags={"saber/trigger": "schedule", "saber/profile": build.profile},
-            description=f"Rebuild the benchmark ({cron}); unchanged stages are reused.",
+            description=f"Rebuild the benchmark and refresh the leaderboard ({cron}); unchanged "
+            "stages are reused.",
         )
     ]
 
 
-def input_change_sensor(build: Any, job: str = BUILD_JOB) -> dg.SensorDefinition:
-    """A sensor requesting ``job`` when an input file's content changes."""
-    paths = _input_paths(build)
+def input_change_sensor(build: Any, job: str = REFRESH_JOB) -> dg.SensorDefinition:
+    """A sensor requesting ``job`` when an input file's content changes (:func:`watched_inputs`)."""
+    paths = watched_inputs(build)
     watch = build.automation.watch_inputs and bool(paths)
 
     @dg.sensor(
@@ -104,11 +120,10 @@ def input_change_sensor(build: Any, job: str = BUILD_JOB) -> dg.SensorDefinition
         job_name=job,
         minimum_interval_seconds=build.automation.watch_interval_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING if watch else dg.DefaultSensorStatus.STOPPED,
-        description="Rebuild when the corpus or ontology file changes (sha256 cursor).",
+        description="Rebuild and refresh the leaderboard when an input file or a prompt changes "
+        "(sha256 cursor).",
     )
     def _sensor(context: dg.SensorEvaluationContext):
-        if not paths:
-            return dg.SkipReason("corpus and ontology are built in (champ): nothing to watch")
         changed, cursor, missing = evaluate_inputs(paths, context.cursor)
         first = context.cursor is None
         context.update_cursor(cursor)
@@ -178,10 +193,10 @@ def slurm_orphan_sensor(
     return _sensor
 
 
-def build_sensors(build: Any, slurm: Any | None = None, job: str = BUILD_JOB) -> list:
+def build_sensors(build: Any, slurm: Any | None = None) -> list:
     """The input-change sensor, plus the orphan sensor when ``slurm`` (a SlurmDispatch) is given."""
-    sensors: list = [input_change_sensor(build, job)]
+    sensors: list = [input_change_sensor(build)]
     if slurm is not None:
         interval = build.slurm.orphan_poll_seconds
-        sensors.append(slurm_orphan_sensor(slurm, job, interval_seconds=interval))
+        sensors.append(slurm_orphan_sensor(slurm, BUILD_JOB, interval_seconds=interval))
     return sensors

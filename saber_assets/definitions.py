@@ -5,11 +5,11 @@ from __future__ import annotations
 import dagster as dg
 
 from saber_assets.annotation import summaries, topic_annotations
-from saber_assets.automation import build_schedules, build_sensors
+from saber_assets.automation import REFRESH_JOB, build_schedules, build_sensors
 from saber_assets.discovery import discovery_assets
 from saber_assets.evaluation import leaderboard, retriever_runs
-from saber_assets.export import benchmark_export, build_report_asset
-from saber_assets.inputs import corpus, ontology
+from saber_assets.export import benchmark_export, build_manifest_asset, build_report_asset
+from saber_assets.inputs import corpus, ontology_asset
 from saber_assets.tournament import tournament_assets
 from saber_assets.validity import (
     audit_asset,
@@ -17,19 +17,24 @@ from saber_assets.validity import (
     recipe_sensitivity_asset,
     validity_report,
 )
-from saber_resources.config import BuildConfig, load_build_config
+from saber_resources.config import BuildConfig, BuildPlan, load_build_config
 from saber_resources.factory import make_backend, make_judge
 from saber_resources.llm.base import LLMBackend
 from saber_resources.slurm import SlurmDispatch, slurm_dispatch_from_build
 from saber_resources.store.database import DuckDBStore
+from saber_runtime.stage import asset_code_versions
 
 BUILD_JOB = "build_benchmark"
 EVAL_JOB = "evaluate_benchmark"
 # Dagster's multiprocess executor (steps in parallel processes), each step forked from a server
-# that has already imported this module and its libraries: a step starts in well under a second
-# instead of paying a fresh interpreter and every import (`spawn`, Dagster's default).
+# that has already imported this module and its libraries — sentence-transformers (and torch)
+# included, which the embedding judge and the retrievers need in most steps: a step starts in
+# well under a second instead of paying a fresh interpreter and every import (`spawn`, Dagster's
+# default). The forkserver only imports them: no model is loaded and no thread started before a
+# fork; the models load lazily in the steps that miss the embedding cache.
+PRELOAD = [__name__, "sentence_transformers"]
 EXECUTOR = dg.multiprocess_executor.configured(
-    {"start_method": {"forkserver": {"preload_modules": [__name__]}}}, name="saber_multiprocess"
+    {"start_method": {"forkserver": {"preload_modules": PRELOAD}}}, name="saber_multiprocess"
 )
 
 
@@ -41,20 +46,27 @@ def build_definitions(
     ``backend`` replaces the configured LLM backend (tests swap in recorded or fake ones).
     """
     build = build or load_build_config()
-    backend = backend or make_backend(build)
+    plan = build.plan()
+    backend = backend or make_backend(plan)
     audit = audit_asset(build)
-    assets = [
+    steps = plan.construction
+    built = [
         corpus,
-        ontology,
+        ontology_asset(steps.ontology_source == "tag_paths" or plan.engine == "all_pairs"),
         summaries,
         topic_annotations,
         *discovery_assets(build),
-        *tournament_assets(build.tournament.rounds),
+        *tournament_assets(plan.tournament.rounds),
         rating_intervals,
         benchmark_export,
-        recipe_sensitivity_asset(build.construction_plan().engine),
+        recipe_sensitivity_asset(plan.engine),
         *audit,
         validity_report,
+    ]
+    names = [key.to_user_string() for a in built for key in a.keys]
+    assets = [
+        *built,
+        build_manifest_asset(names),
         build_report_asset(bool(audit)),
         retriever_runs,
         leaderboard,
@@ -69,21 +81,45 @@ def build_definitions(
         selection=dg.AssetSelection.groups("evaluation"),
         description="Evaluate retrievers on the export and refresh the leaderboard.",
     )
-    slurm = slurm_dispatch_from_build(build) if build.execution == "slurm" else None
+    refresh_job = dg.define_asset_job(
+        REFRESH_JOB,
+        selection=dg.AssetSelection.all(),
+        description="Rebuild and refresh the leaderboard (the schedule's and the sensor's job).",
+    )
+    slurm = slurm_dispatch_from_build(plan) if plan.execution == "slurm" else None
+    assets = with_stage_versions(assets, plan)
     return dg.Definitions(
         assets=assets,
-        jobs=[job, eval_job],
+        jobs=[job, eval_job, refresh_job],
         executor=EXECUTOR,
         schedules=build_schedules(build),
         sensors=build_sensors(build, slurm),
         resources={
             "build": build,
-            "store": DuckDBStore(database=str(build.database_path)),
+            "store": DuckDBStore(database=str(plan.paths.database)),
             "llm": backend,
-            "judge": make_judge(build, backend),
+            "judge": make_judge(plan, backend),
             "slurm": slurm or SlurmDispatch(),
         },
     )
+
+
+def with_stage_versions(
+    assets: list[dg.AssetsDefinition], plan: BuildPlan
+) -> list[dg.AssetsDefinition]:
+    """The assets with the code versions the UI compares (:func:`asset_code_versions`): an
+    asset whose code or read settings changed since its last materialization shows stale."""
+    modules = {}
+    for a in assets:
+        for key in a.keys:
+            modules[key.to_user_string()] = a.op.compute_fn.decorated_fn.__module__
+    store = DuckDBStore(database=str(plan.paths.database))
+    versions = asset_code_versions(store, plan, modules)
+
+    def versioned(spec: dg.AssetSpec) -> dg.AssetSpec:
+        return spec.replace_attributes(code_version=versions[spec.key.to_user_string()])
+
+    return [a.map_asset_specs(versioned) for a in assets]
 
 
 @dg.definitions

@@ -46,6 +46,15 @@ class LeaderboardConfig(dg.Config):
     mlflow: bool = True
 
 
+def export_of(store: DuckDBStore, paths) -> Path:
+    """The build's export folder as ``benchmark_export`` recorded it (an export folder written
+    by other means, with no such record, is the home's export folder)."""
+    try:
+        return Path(store.figures_of("benchmark_export")["export_dir"])
+    except RuntimeError:
+        return paths.export_dir
+
+
 @dg.asset(group_name="evaluation", deps=["benchmark_export"], kinds={"python", "mlflow"})
 def retriever_runs(
     context: dg.AssetExecutionContext,
@@ -54,12 +63,16 @@ def retriever_runs(
     store: DuckDBStore,
 ) -> dg.MaterializeResult:
     """Per query and retriever × setting: nDCG@10 and reranking latency; TREC run files."""
-    benchmark = load_benchmark(Path(config.benchmark) if config.benchmark else build.export_dir)
+    plan = build.reads()
+    paths = plan.plan.paths  # the benchmark's content hash names what is evaluated
+    benchmark = load_benchmark(
+        Path(config.benchmark) if config.benchmark else export_of(store, paths)
+    )
     settings, registry = parse_settings(config.settings), load_registry()
-    folder = eval_dir(build.home_path / "eval", benchmark)
+    folder = eval_dir(paths.eval_dir, benchmark)
 
     def compute() -> StageOutput:
-        make = retriever_factory(build.eval_cache_path, seed=build.seed)
+        make = retriever_factory(paths.embedding_cache, seed=plan.seed)
         results = evaluate_specs(
             benchmark,
             config.retrievers,
@@ -70,7 +83,7 @@ def retriever_runs(
             log=context.log.info,
         )
         for result in results if config.mlflow else []:
-            log_result(result, build.home_path / "mlruns")
+            log_result(result, paths.mlruns)
         per_query, summaries = result_tables(results, folder)
         figures = {"benchmark_hash": benchmark.hash, "eval_dir": str(folder)}
         for r in results:
@@ -81,18 +94,17 @@ def retriever_runs(
         tables = {"retriever_runs": per_query, "retriever_run_summaries": summaries}
         return StageOutput(tables, figures=figures, files=files)
 
-    fingerprint = {
+    extra = {
         "retrievers": list(config.retrievers),
         "settings": settings,
         "benchmark_hash": benchmark.hash,
         "eval_dir": str(folder),
         "registry": registry.hash,
         "eval_code": code_hash(),
-        "seed": build.seed,
         "mlflow": config.mlflow,
     }
     return materialize_stage(
-        context, store, settings=fingerprint, compute=compute, track_upstream=False
+        context, store, plan, compute=compute, extra=extra, track_upstream=False
     )
 
 
@@ -105,6 +117,7 @@ def leaderboard(
 ) -> dg.MaterializeResult:
     """Leaderboard (nDCG@10 and nDCG@10_trec with 95% intervals, per domain, median latency),
     rank stability and plots."""
+    plan = build.reads()
     summaries = store.read_table("retriever_run_summaries")
     folder, benchmark_hash = Path(summaries["eval_dir"][0]), summaries["benchmark_hash"][0]
     registry = load_registry()
@@ -117,7 +130,7 @@ def leaderboard(
         board = refresh_leaderboard(folder, registry)
         if config.mlflow:
             log_run(
-                build.home_path / "mlruns",
+                plan.plan.paths.mlruns,
                 run_name=f"leaderboard · {folder.name}",
                 params={"benchmark_hash": benchmark_hash, "rows": board.frame.height}
                 | {f"bootstrap_{k}": v for k, v in board.bootstrap.items()},
@@ -142,10 +155,11 @@ def leaderboard(
             plots=board.plots,
         )
 
-    fingerprint = {
+    extra = {
         "eval_dir": str(folder),
         "runs": runs,
         "registry": registry.hash,
         "eval_code": code_hash(),
+        "mlflow": config.mlflow,
     }
-    return materialize_stage(context, store, settings=fingerprint, compute=compute)
+    return materialize_stage(context, store, plan, compute=compute, extra=extra)

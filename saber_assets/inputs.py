@@ -7,7 +7,7 @@ from saber_core.inputs.annotations import raw_tag_lists
 from saber_core.inputs.corpus import ValidatedCorpus, limit_corpus, validate_corpus
 from saber_core.ontology.dag import build_ontology
 from saber_core.ontology.tag_paths import build_frequency_tree, node_tree_paths, tree_frame
-from saber_resources.config import BuildConfig
+from saber_resources.config import BuildConfig, PlanReads
 from saber_resources.store.database import DuckDBStore
 from saber_resources.store.sources import load_corpus_frame, load_ontology_frame, source_fingerprint
 from saber_runtime.metadata import check
@@ -51,12 +51,15 @@ def corpus(
     context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
 ) -> dg.MaterializeResult:
     """The problem–solution corpus; rows failing validation go to ``corpus_quarantine``."""
-    inputs = build.inputs
+    plan = build.reads()
+    inputs = plan.inputs
+    source = source_fingerprint(inputs.corpus, inputs.synth_scale, plan.seed)
 
     def compute() -> StageOutput:
-        frame = load_corpus_frame(inputs.corpus, inputs.synth_scale, build.seed)
+        frame = load_corpus_frame(inputs.corpus, inputs.synth_scale, plan.seed)
+        limit = inputs.corpus_limit
         validated = limit_corpus(
-            validate_corpus(frame, inputs.max_text_chars), inputs.corpus_limit, build.seed
+            validate_corpus(frame, inputs.max_text_chars), limit, plan.seed if limit else 0
         )
         if validated.n_limited:
             context.log.info(
@@ -67,49 +70,45 @@ def corpus(
             figures=_corpus_figures(validated, inputs.corpus_limit),
         )
 
-    settings = {
-        "corpus": source_fingerprint(inputs.corpus, inputs.synth_scale, build.seed),
-        "max_chars": inputs.max_text_chars,
-        "limit": inputs.corpus_limit,
-        "seed": build.seed if inputs.corpus_limit else None,
-    }
     return materialize_stage(
-        context, store, settings=settings, compute=compute, checks=_corpus_checks
+        context, store, plan, compute=compute, extra={"corpus": source}, checks=_corpus_checks
     )
 
 
-def _tag_tree(build: BuildConfig, corpus) -> StageOutput:
+def _tag_tree(plan: PlanReads, corpus) -> StageOutput:
     """The path tree of the corpus' tags (or of a node-file tree), with the chosen IC."""
-    plan = build.construction_plan()
+    steps, inputs = plan.construction, plan.inputs
     node_paths = None
-    if plan.ontology_source == "node_file":
-        nodes = load_ontology_frame(build.inputs.ontology, build.inputs.synth_scale, build.seed)
+    if steps.ontology_source == "node_file":
+        nodes = load_ontology_frame(inputs.ontology, inputs.synth_scale, plan.seed)
         node_paths = node_tree_paths(nodes["node_id"].to_list(), nodes["parent_ids"].to_list())
     tree = build_frequency_tree(raw_tag_lists(corpus, node_paths))
-    table = tree_frame(tree, tree_ic(tree, plan.ic))
+    table = tree_frame(tree, tree_ic(tree, steps.ic))
     figures = {
         "n_nodes": tree.n_nodes,
         "tag_occurrences": tree.total,
         "max_depth": int(tree.depths.max()),
-        "ic": plan.ic,
-        "source": f"tag paths of the corpus ({plan.ontology_source})",
+        "ic": steps.ic,
+        "source": f"tag paths of the corpus ({steps.ontology_source})",
     }
     return StageOutput({"ontology": table}, figures=figures)
 
 
-@dg.asset(group_name="inputs", deps=["corpus"], kinds={"duckdb", "networkx"})
 def ontology(
     context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
 ) -> dg.MaterializeResult:
     """The topic ontology: the validated DAG of a node file (Seco IC), or — for the published
     construction — the path tree rebuilt from the corpus' tags (corpus-frequency IC)."""
-    inputs, plan = build.inputs, build.construction_plan()
-    from_tags = plan.ontology_source == "tag_paths" or plan.engine == "all_pairs"
+    plan = build.reads()
+    inputs, steps = plan.inputs, plan.construction
+    from_tags = steps.ontology_source == "tag_paths" or plan.engine == "all_pairs"
+    from_file = not from_tags or steps.ontology_source == "node_file"
+    source = source_fingerprint(inputs.ontology, inputs.synth_scale, plan.seed) if from_file else ""
 
     def compute() -> StageOutput:
         if from_tags:
-            return _tag_tree(build, store.read_table("corpus"))
-        onto = build_ontology(load_ontology_frame(inputs.ontology, inputs.synth_scale, build.seed))
+            return _tag_tree(plan, store.read_table("corpus"))
+        onto = build_ontology(load_ontology_frame(inputs.ontology, inputs.synth_scale, plan.seed))
         table = onto.to_frame()
         return StageOutput(
             {"ontology": table},
@@ -121,13 +120,12 @@ def ontology(
             },
         )
 
-    source = (
-        "corpus tags"
-        if plan.ontology_source == "tag_paths"
-        else source_fingerprint(inputs.ontology, inputs.synth_scale, build.seed)
+    return materialize_stage(context, store, plan, compute=compute, extra={"ontology": source})
+
+
+def ontology_asset(from_tags: bool) -> dg.AssetsDefinition:
+    """``ontology``: built from the corpus' tags (it reads the corpus) or from a node file."""
+    deps = ["corpus"] if from_tags else []
+    return dg.asset(name="ontology", group_name="inputs", deps=deps, kinds={"duckdb", "networkx"})(
+        ontology
     )
-    settings = {
-        "ontology": source,
-        **({"plan": plan.step_provenance("ontology_source", "ic", "targets")} if from_tags else {}),
-    }
-    return materialize_stage(context, store, settings=settings, compute=compute)

@@ -11,7 +11,7 @@ import polars as pl
 from saber_core.inputs.corpus import full_text_expr
 from saber_core.ontology.dag import Ontology, build_ontology
 from saber_core.rating.comparisons import PlayedRounds
-from saber_resources.config import BuildConfig
+from saber_resources.config import PlanReads
 from saber_resources.store.database import DuckDBStore
 
 
@@ -42,6 +42,11 @@ def played_rounds(
     return PlayedRounds.from_frame(pl.concat(frames) if frames else None, query_ids, n_players)
 
 
-def matrix_path(build: BuildConfig, name: str) -> Path:
+def matrix_path(plan: PlanReads, name: str) -> Path:
     """Where a query × corpus score matrix ``name`` is stored."""
-    return build.artifacts_dir / f"{name}.npy"
+    return plan.paths.artifacts_dir / f"{name}.npy"
+
+
+def stored_matrix(plan: PlanReads, name: str) -> np.ndarray:
+    """The score matrix the asset ``name`` wrote, memory-mapped (read-only)."""
+    return np.load(matrix_path(plan, name), mmap_mode="r")

@@ -4,20 +4,20 @@ and the Bradley–Terry ratings."""
 from collections import Counter
 
 import dagster as dg
+import numpy as np
 import polars as pl
 
 from saber_assets.tables import corpus_texts, played_rounds, pool_matrix
-from saber_core.tournament.adaptive import AdaptiveRule
+from saber_core.rating.noise import strength_noise_variance
+from saber_core.rating.scales import scale_ratings
 from saber_core.tournament.judgment_table import (
-    RoundRules,
     judge_pairs,
     query_budget,
     rating_table,
     status_table,
     tournament_violations,
 )
-from saber_core.tournament.presentation import calls_per_pair
-from saber_resources.config import BuildConfig
+from saber_resources.config import BuildConfig, PlanReads
 from saber_resources.judges import PairwiseJudge
 from saber_resources.slurm import SlurmDispatch, maybe_dispatcher
 from saber_resources.store.database import DuckDBStore
@@ -31,78 +31,11 @@ def round_name(r: int) -> str:
     return f"tournament_round_{r:02d}"
 
 
-def round_rules(build: BuildConfig) -> RoundRules:
-    """How this build's rounds are paired and shown (construction step ``swiss`` and its fixes,
-    the tournament's pairing strategy)."""
-    plan, t = build.construction_plan(), build.tournament
-    if plan.swiss == "published":
-        return RoundRules(
-            strategy="published",
-            seed=build.construction.swiss_seed,
-            n_rounds=t.rounds,
-            sit_outs=plan.has_fix("sit_outs"),
-            presentation=plan.has_fix("presentation"),
-        )
-    return RoundRules(
-        t.pairing,
-        build.seed,
-        t.bt_soft,
-        t.bt_c,
-        t.rounds,
-        order=t.presentation_order(),
-        rule=adaptive_rule(build),
-    )
-
-
-def adaptive_rule(build: BuildConfig) -> AdaptiveRule:
-    """The build's adaptive settings as the core rule."""
-    t = build.tournament
-    return AdaptiveRule(
-        warmup=t.adaptive_warmup,
-        stop_ndcg=t.adaptive_stop_ndcg,
-        draws=t.adaptive_draws,
-        min_weight=t.adaptive_min_weight,
-    )
-
-
-def calls_per_judgment(build: BuildConfig) -> int:
-    """Judge calls one judged pair costs: 2 for the LLM judge asking both orders, else 1."""
-    t = build.tournament
-    return calls_per_pair(t.presentation_order()) if t.judge == "llm" else 1
-
-
-def pairing_settings(build: BuildConfig) -> dict[str, object]:
-    """What decides the pairs of a round besides the judgments (fingerprinted): the seed only
-    for platform Swiss; the strategy, soft outcomes and C for information pairing (and the
-    adaptive rule); the published rules with their seed, length and fixes; the seeded random
-    presentation when chosen."""
-    rules = round_rules(build)
-    shown = {"presentation": rules.order} if rules.order == "seeded_random" else {}
-    if rules.strategy == "swiss":
-        return {"seed": rules.seed, **shown}
-    if rules.strategy == "published":
-        return {
-            "pairing": "published",
-            "seed": rules.seed,
-            "rounds": rules.n_rounds,
-            "sit_outs": rules.sit_outs,
-            "presentation": rules.presentation,
-        }
-    adaptive = {"adaptive": rules.rule.provenance()} if rules.strategy == "adaptive" else {}
-    return {
-        "seed": rules.seed,
-        "pairing": rules.strategy,
-        "bt_soft": rules.soft,
-        "C": rules.C,
-        **shown,
-        **adaptive,
-    }
-
-
-def bound_judge(context, build: BuildConfig, store, judge: PairwiseJudge, slurm, stage: str):
+def bound_judge(context, plan: PlanReads, store, judge: PairwiseJudge, slurm, stage: str):
     """The judge as a core ``judge(queries, first, second)`` callable for this run (SLURM
-    dispatch when configured), logging under ``stage``."""
-    dispatch = maybe_dispatcher(build, slurm, context, getattr(judge, "backend", None), store)
+    dispatch when configured, which never changes an answer), logging under ``stage``."""
+    backend = getattr(judge, "backend", None)
+    dispatch = maybe_dispatcher(plan.plan.execution, slurm, context, backend, store)
     log = lambda message: context.log.info(f"{stage}: {message}")  # noqa: E731
     return judge.bound(store, context.run.run_id, dispatch, log)
 
@@ -121,7 +54,7 @@ def make_round_asset(r: int) -> dg.AssetsDefinition:
     @dg.asset(
         name=name,
         group_name="tournament",
-        deps=["corpus", "candidate_pools", *earlier[-1:]],
+        deps=["corpus", "candidate_pools", *earlier],
         kinds={"duckdb"},
     )
     def _round(
@@ -131,15 +64,17 @@ def make_round_asset(r: int) -> dg.AssetsDefinition:
         judge: PairwiseJudge,
         slurm: SlurmDispatch,
     ) -> dg.MaterializeResult:
+        plan = build.reads()
+
         def compute() -> StageOutput:
             query_ids, docs = pool_matrix(store)
             played = played_rounds(store, earlier, query_ids, docs.shape[1] if docs.size else 0)
             texts = corpus_texts(store.read_table("corpus"))
-            bound = bound_judge(context, build, store, judge, slurm, name)
-            rules = round_rules(build)
-            plan = rules.plan(r, played, docs)
+            bound = bound_judge(context, plan, store, judge, slurm, name)
+            rules = plan.tournament.rules
+            planned = rules.plan(r, played, docs)
             table = judge_pairs(
-                r, plan.pairs, query_ids, docs, texts, bound, rules.seed, rules.shown_first
+                r, planned.pairs, query_ids, docs, texts, bound, rules.seed, rules.shown_first
             )
             s = bound.stats
             fail_on_backend_errors(name, s.errors, s.calls, s.hits)
@@ -152,16 +87,16 @@ def make_round_asset(r: int) -> dg.AssetsDefinition:
                 "llm_errors": s.errors,
                 "n_byes_beyond_odd": len(query_ids) * (n - n % 2) - 2 * table.height,
                 "judge": judge.provenance(),
-                "query_status": dict(Counter(plan.status.tolist())),
+                "query_status": dict(Counter(planned.status.tolist())),
             }
             tables = {
                 name: with_provenance(table, judge),
-                f"{name}_status": status_table(r, query_ids, plan),
+                f"{name}_status": status_table(r, query_ids, planned),
             }
             return StageOutput(tables, figures=figures)
 
-        settings = {"round": r, **pairing_settings(build), **judge.provenance()}
-        return materialize_stage(context, store, settings=settings, compute=compute)
+        extra = {"round": r, "judge": judge.provenance()}
+        return materialize_stage(context, store, plan, compute=compute, extra=extra)
 
     return _round
 
@@ -209,7 +144,8 @@ def make_judgments_asset(rounds: int) -> dg.AssetsDefinition:
     ) -> dg.MaterializeResult:
         """Every judgment of every round, with its provenance; per query the judge calls spent
         and why its tournament stopped (``tournament_queries``)."""
-        per_pair = calls_per_judgment(build)
+        plan = build.reads()
+        per_pair = plan.tournament.calls_per_judgment
 
         def compute() -> StageOutput:
             table = pl.concat([store.read_table(n) for n in names], how="vertical")
@@ -225,9 +161,8 @@ def make_judgments_asset(rounds: int) -> dg.AssetsDefinition:
             tables = {"judgments": table, "tournament_queries": per_query}
             return StageOutput(tables, figures=figures)
 
-        settings = {"rounds": rounds, "calls_per_pair": per_pair}
         return materialize_stage(
-            context, store, settings=settings, compute=compute, checks=_judgment_checks
+            context, store, plan, compute=compute, extra={"rounds": rounds}, checks=_judgment_checks
         )
 
     return judgments
@@ -266,19 +201,21 @@ def bt_ratings(
     context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
 ) -> dg.MaterializeResult:
     """Bradley–Terry strengths per query, min–max rescaled to [0, 5]."""
-    t = build.tournament
+    plan = build.reads()
+    rating = plan.rating
 
     def compute() -> StageOutput:
         query_ids, docs = pool_matrix(store)
         played = played_rounds(store, ["judgments"], query_ids, docs.shape[1])
-        fit = build.construction_plan().bt
-        table = rating_table(query_ids, docs, played, t.bt_soft, t.bt_c, fit)
+        table = rating_table(query_ids, docs, played, rating.soft, rating.c, rating.fit)
+        table = on_label_scale(table, played.comparisons(rating.soft), rating)
         spread = table.group_by("query_id").agg(pl.col("rating").std())["rating"]
         figures = {
             "n_ratings": table.height,
-            "bt_C": t.bt_c,
-            "bt_fit": fit,
-            "bt_outcomes": "soft (judge probabilities)" if t.bt_soft else "hard",
+            "bt_C": rating.c,
+            "bt_fit": rating.fit,
+            "bt_outcomes": "soft (judge probabilities)" if rating.soft else "hard",
+            "label_scale": rating.label_scale,
             "mean_rating": float(table["rating"].mean()),
             "mean_within_query_std": float(spread.mean()),
         }
@@ -287,14 +224,28 @@ def bt_ratings(
     return materialize_stage(
         context,
         store,
-        settings={
-            "C": t.bt_c,
-            **({"soft": True} if t.bt_soft else {}),
-            **build.construction_plan().step_provenance("bt"),
-        },
+        plan,
         compute=compute,
         checks=lambda tables, _: _rating_checks(store, tables["bt_ratings"]),
     )
+
+
+ANCHOR_RANK = 10  # the anchored scale's reference: each query's 10th strongest candidate
+
+
+def on_label_scale(table: pl.DataFrame, comparisons, rating) -> pl.DataFrame:
+    """The ``rating`` column on the build's label scale (``rating.label_scale``; ``minmax`` is
+    what ``rating_table`` already wrote). Strengths by query (Q, n); the noisy scales use the
+    fit's noise (``saber_core.rating.noise``), ``anchored`` each query's 10th strongest."""
+    if rating.label_scale == "minmax":
+        return table
+    nq = table["query_id"].n_unique()
+    beta = table["strength"].to_numpy().reshape(nq, -1)
+    noise = strength_noise_variance(comparisons, np.nan_to_num(beta), rating.c)
+    rank = min(ANCHOR_RANK, beta.shape[1]) - 1
+    reference = np.argsort(-np.nan_to_num(beta, nan=-np.inf), axis=1)[:, rank]
+    labels = scale_ratings(rating.label_scale, beta, noise_var=noise, reference=reference)
+    return table.with_columns(pl.Series("rating", labels.ravel()))
 
 
 def tournament_assets(rounds: int) -> list[dg.AssetsDefinition]:

@@ -66,7 +66,7 @@ def check_engine(build: BuildConfig, backend: LLMBackend | None) -> None:
     if backend is None and build.llm.backend == "vllm":
         from saber_resources.factory import make_backend
 
-        backend = make_backend(build)
+        backend = make_backend(build.plan())
     preflight = getattr(backend, "preflight", None)
     if preflight is not None:
         preflight()

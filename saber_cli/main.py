@@ -2,15 +2,23 @@
 
     saber build [--profile P]          materialize the whole asset graph (in a child process:
                                        SIGTERM/SIGINT stop it and cancel its SLURM jobs)
+    saber build --from-manifest M      build again from an export's manifest.json
     saber export --out DIR [--format saber|mteb|sabermath] [--benchmark DIR]
                                        write the export of the last build to a folder (saber),
                                        or an export folder as an MTEB reranking task (mteb) or
                                        in the released SaberMath schema (sabermath)
     saber lineage --query Q [--doc D]  print the provenance chain of a rating
     saber synth --out DIR              write the seeded paper-shaped synthetic input
+    saber plan [--json]                what a build would reuse, recompute or make new, and why
+                                       (with the LLM calls that would miss the cache)
+    saber slurm check [--profile P]    check the cluster profile (SSH, partition, GPU type,
+                                       payload environment, a one-minute test job)
     saber catalog                      print the asset map (asset, module, group, checks)
+    saber docs                         rewrite the generated documents (docs/configuration.md,
+                                       the README's asset maps)
     saber eval …                       evaluate retrievers (``saber eval -h``; no Dagster)
     saber study tournament …           simulation study (``saber study tournament -h``; no Dagster)
+    saber study budget …               label scales × designs × judge budgets (``-h``; no Dagster)
 
 Dagster is imported only by the subcommands that need it.
 """
@@ -28,12 +36,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("eval", help="evaluate retrievers on a benchmark folder (saber eval -h)")
     study = sub.add_parser("study", help="reproducible simulation studies")
-    study.add_subparsers(dest="study").add_parser(
+    studies = study.add_subparsers(dest="study")
+    studies.add_parser(
         "tournament",
         help="Swiss vs information-gain vs round robin, triage (saber study tournament -h)",
     )
+    studies.add_parser("budget", help="label scales × designs × budgets (saber study budget -h)")
     p_build = sub.add_parser("build", help="materialize the whole asset graph in-process")
     p_build.add_argument("--profile", help="profile name or YAML path (default: SABER_PROFILE)")
+    p_build.add_argument(
+        "--from-manifest",
+        type=Path,
+        help="build again from an export's manifest.json (its settings, inputs checked)",
+    )
     # the supervised child (saber_cli.supervise): run the build itself, as run --run-id
     p_build.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p_build.add_argument("--run-id", help=argparse.SUPPRESS)
@@ -58,7 +73,19 @@ def build_parser() -> argparse.ArgumentParser:
     p_synth.add_argument("--out", type=Path, required=True)
     p_synth.add_argument("--scale", type=float, default=1.0, help="1.0 = paper size (283K docs)")
     p_synth.add_argument("--seed", type=int, default=0)
+    p_plan = sub.add_parser("plan", help="what a build would reuse or recompute, and why")
+    p_plan.add_argument("--profile", help="profile name or YAML path (default: SABER_PROFILE)")
+    p_plan.add_argument("--json", action="store_true", help="one JSON object per asset")
+    p_plan.add_argument(
+        "--all", action="store_true", help="the evaluation group too (retriever runs, leaderboard)"
+    )
+    p_slurm = sub.add_parser("slurm", help="the build's SLURM cluster")
+    p_check = p_slurm.add_subparsers(dest="slurm", required=True).add_parser(
+        "check", help="SSH, partition, GPU type, payload environment and a one-minute test job"
+    )
+    p_check.add_argument("--profile", help="profile name or YAML path (default: SABER_PROFILE)")
     sub.add_parser("catalog", help="print the asset map of the README (from the Definitions)")
+    sub.add_parser("docs", help="rewrite docs/configuration.md and the README's asset maps")
     p_lineage = sub.add_parser("lineage", help="print the provenance chain of a rating")
     p_lineage.add_argument("--query", required=True, help="query id")
     p_lineage.add_argument("--doc", help="candidate doc id (default: the top-rated candidate)")
@@ -118,11 +145,30 @@ def _synth(args: argparse.Namespace) -> int:
     return 0
 
 
+def _slurm_check(profile: str | None) -> int:
+    """Print each check of the build's cluster profile; exit 1 when one fails."""
+    from saber_resources.config import load_build_config
+    from saber_resources.slurm import slurm_dispatch_from_build
+    from saber_resources.slurm.check import check_profile
+
+    plan = load_build_config(profile).plan()
+    settings = slurm_dispatch_from_build(plan)
+    print(f"cluster profile {plan.slurm.profile!r} (partition {settings.partition!r})")
+    checks = check_profile(settings)
+    for result in checks:
+        print(result.line())
+    return 0 if all(c.ok for c in checks) else 1
+
+
 def _with_build(args: argparse.Namespace) -> int:
     """``build`` and ``lineage``: the subcommands that read the build's store."""
     from saber_resources.config import load_build_config
     from saber_resources.store.database import BuildLockedError, DuckDBStore
 
+    if args.command == "build" and args.from_manifest:
+        from saber_cli.rebuild import rebuild_main
+
+        return rebuild_main(args.from_manifest)
     if args.command == "build" and not args.worker:
         from saber_cli.supervise import supervise_build
 
@@ -164,6 +210,10 @@ def main(argv: list[str] | None = None) -> int:
         from saber_study.cli import study_main
 
         return study_main(argv[2:])
+    if argv[:2] == ["study", "budget"]:
+        from saber_study.label_budget.cli import budget_main
+
+        return budget_main(argv[2:])
     args = build_parser().parse_args(argv)
     if args.command == "synth":
         return _synth(args)
@@ -174,6 +224,19 @@ def main(argv: list[str] | None = None) -> int:
 
         for method in METHODS:
             print(f"method: {method}\n\n{asset_map(method)}\n")
+        return 0
+    if args.command == "plan":
+        from saber_cli.plan import plan_main
+        from saber_resources.config import load_build_config
+
+        return plan_main(load_build_config(args.profile), args.json, args.all)
+    if args.command == "slurm":
+        return _slurm_check(args.profile)
+    if args.command == "docs":
+        from saber_cli.generated_docs import write_generated
+
+        for path in write_generated():
+            print(f"rewrote {path}")
         return 0
     return _with_build(args)
 

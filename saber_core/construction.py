@@ -1,7 +1,7 @@
 """How a benchmark is constructed, step by step: one named option per step, two presets.
 
 ``method: sabermath`` is the published construction (nygeorgiev/sabermath @ 9f015a7,
-``build_benchmark/``; SABERMATH-METHOD.md), ``method: platform`` this platform's first variant.
+``build_benchmark/``; ``docs/sabermath.md``), ``method: platform`` this platform's first variant.
 A preset fills every step the user did not set; every resolved value is recorded in the stage
 fingerprints and the build report.
 
@@ -75,6 +75,11 @@ CHOICES: dict[str, tuple[str, str]] = {  # (sabermath, platform)
     "swiss": ("published", "platform"),
     "bt": ("sklearn_lbfgs", "exact"),
 }
+# Steps whose option has its home in another section of the build config: the threshold mode
+# (``thresholds``, ``targets``: the discovery engine), the pairing (``swiss``) and the
+# Bradley–Terry fit (``bt``). The others are set as steps.
+DERIVED_STEPS = ("thresholds", "targets", "swiss", "bt")
+OPTION_STEPS = tuple(step for step in STEPS if step not in DERIVED_STEPS)
 # Step variants each discovery engine implements (tournament steps work with both).
 SUPPORTED: dict[str, dict[str, tuple[str, ...]]] = {
     "all_pairs": {
@@ -102,14 +107,6 @@ SUPPORTED: dict[str, dict[str, tuple[str, ...]]] = {
 }
 # The step each published-defect fix changes, and the variant it needs (a fix applies to the
 # published variant of its step; the Lin diagonal exists in the all_pairs engine only).
-FIX_STEP = {
-    "ancestor_check": "tag_cleanup",
-    "root_self_similarity": "bma",
-    "empty_idea_jaccard": "tokenizer",
-    "sit_outs": "swiss",
-    "presentation": "swiss",
-    "bt_exact": "bt",
-}
 FIX_NEEDS = {
     "ancestor_check": ("tag_cleanup", "published"),
     "root_self_similarity": ("targets", "eligible_rows"),
@@ -186,14 +183,6 @@ class Construction:
         values["fixes"] = list(self.fixes)
         return values
 
-    def step_provenance(self, *steps: str) -> dict[str, object]:
-        """The named steps and the fixes that change them (for one stage's fingerprint)."""
-        out: dict[str, object] = {step: getattr(self, step) for step in steps}
-        fixes = [f for f in self.fixes if FIX_STEP[f] in steps]
-        if fixes:
-            out["fixes"] = fixes
-        return out
-
 
 def preset(method: str) -> Construction:
     """The construction of a preset: ``sabermath`` (published) or ``platform``."""
@@ -222,9 +211,10 @@ def resolve(
 
 __all__ = [
     "CHOICES",
+    "DERIVED_STEPS",
     "FIXES",
     "FIX_NEEDS",
-    "FIX_STEP",
+    "OPTION_STEPS",
     "STEPS",
     "SUPPORTED",
     "Construction",

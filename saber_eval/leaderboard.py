@@ -6,13 +6,17 @@ the float ratings, ideal over all candidates) with ``ndcg@10_ci_low/high`` (pair
 exported integer qrels ``round_half_up(rating)``, as trec_eval/BEIR/MTEB compute it) with its
 interval, ``ndcg@10_mteb`` (the score the ``mteb`` package itself reported for the run, ``saber
 eval --via mteb``; empty otherwise), one column per domain (mean nDCG@10 of its queries),
-``median_latency_s``, ``n_queries``. The Markdown shows each nDCG as ``value [low, high]``. The
+``median_latency_s``, ``n_queries``, ``tied_top10_share`` (the share of a run's top-10
+positions whose score is tied with another candidate's: how much of its ranking the tie rule
+decides; empty for runs stored before it). Ties are broken by
+:data:`saber_eval.runfile.TIE_RULE` (trec_eval's doc id order, never pool position); the
+Markdown states the rule under the table and shows each nDCG as ``value [low, high]``. The
 DuckDB table ``leaderboard`` (``leaderboard.duckdb`` in the same folder) adds ``spec, kind,
 release_date, mean_latency_s, benchmark_hash``; its table ``rank_stability`` (also
 ``rank_stability.csv``/``.md``) holds each adjacent pair's interval overlap, order-flip share
-and paired test, and ``leaderboard.json`` the bootstrap settings (seed, resamples) and how often
-the #1 stays #1. Rows: settings in canonical order, then nDCG@10 descending. Display name, kind
-and release date come from the registry at refresh time.
+and paired test, and ``leaderboard.json`` the bootstrap settings (seed, resamples), the tie
+rule and how often the #1 stays #1. Rows: settings in canonical order, then nDCG@10 descending.
+Display name, kind and release date come from the registry at refresh time.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from saber_eval.plots import (
     release_date_plot,
 )
 from saber_eval.registry import Registry
+from saber_eval.runfile import TIE_RULE
 from saber_eval.runner import METRIC, TREC_METRIC
 from saber_eval.stability import METRICS, BootstrapSettings, board_confidence
 
@@ -39,6 +44,7 @@ TABLE = "leaderboard"
 STABILITY_TABLE = "rank_stability"
 MTEB_METRIC = f"{METRIC}_mteb"
 NDCG_COLUMNS = [c for m in METRICS for c in (m, f"{m}_ci_low", f"{m}_ci_high")] + [MTEB_METRIC]
+TIED = "tied_top10_share"
 
 
 def summary_files(folder: Path) -> list[Path]:
@@ -66,13 +72,25 @@ def domains_of(summaries: list[dict]) -> list[str]:
     return sorted({d for s in summaries for d in s["per_domain"]})
 
 
+def domain_columns(frame: pl.DataFrame) -> list[str]:
+    """The per-domain nDCG@10 columns of a leaderboard frame, in frame order."""
+    fixed = {"retriever", "setting", *NDCG_COLUMNS, "median_latency_s", "n_queries", TIED}
+    extra = {"spec", "kind", "release_date", "mean_latency_s", "benchmark_hash"}
+    return [c for c in frame.columns if c not in fixed | extra]
+
+
 def public_columns(frame: pl.DataFrame) -> list[str]:
     """``retriever, setting, ndcg@10 (+ interval), ndcg@10_trec (+ interval), ndcg@10_mteb,
-    <domains…>, median_latency_s, n_queries``."""
-    fixed = {"retriever", "setting", *NDCG_COLUMNS, "median_latency_s", "n_queries"}
-    extra = {"spec", "kind", "release_date", "mean_latency_s", "benchmark_hash"}
-    domains = [c for c in frame.columns if c not in fixed | extra]
-    return ["retriever", "setting", *NDCG_COLUMNS, *domains, "median_latency_s", "n_queries"]
+    <domains…>, median_latency_s, n_queries, tied_top10_share``."""
+    return [
+        "retriever",
+        "setting",
+        *NDCG_COLUMNS,
+        *domain_columns(frame),
+        "median_latency_s",
+        "n_queries",
+        TIED,
+    ]
 
 
 def leaderboard_frame(summaries: list[dict], registry: Registry) -> pl.DataFrame:
@@ -90,6 +108,7 @@ def leaderboard_frame(summaries: list[dict], registry: Registry) -> pl.DataFrame
                 **{d: s["per_domain"].get(d) for d in domains},
                 "median_latency_s": float(s["median_latency_s"]),
                 "n_queries": int(s["n_queries"]),
+                TIED: s.get(TIED),
                 "spec": s["spec"],
                 "kind": entry.kind,
                 "release_date": entry.release_date,
@@ -105,6 +124,7 @@ def leaderboard_frame(summaries: list[dict], registry: Registry) -> pl.DataFrame
         **dict.fromkeys(domains, pl.Float64),
         "median_latency_s": pl.Float64,
         "n_queries": pl.Int64,
+        TIED: pl.Float64,
         "spec": pl.String,
         "kind": pl.String,
         "release_date": pl.Date,
@@ -155,6 +175,8 @@ def to_markdown(frame: pl.DataFrame) -> str:
     ]
     for row in frame.select(columns).iter_rows(named=True):
         lines.append("| " + " | ".join(cell(c, row) for c in shown) + " |")
+    lines += ["", f"Ties in retriever scores: {TIE_RULE}; {TIED} = share of top-10 positions "
+              "whose score equals another candidate's."]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -216,7 +238,7 @@ def write_leaderboard(board: Leaderboard, folder: Path) -> dict[str, Path]:
     files["stability_markdown"].write_text(
         stability_markdown(frame, board.stability, board.top_stays)
     )
-    summary = {"bootstrap": board.bootstrap, "top_stays": board.top_stays}
+    summary = {"bootstrap": board.bootstrap, "tie_rule": TIE_RULE, "top_stays": board.top_stays}
     files["json"].write_text(json.dumps(summary, indent=2))
     con = duckdb.connect(str(files["duckdb"]))
     try:
@@ -270,8 +292,7 @@ def refresh_leaderboard(
 
 def write_plots(frame: pl.DataFrame, folder: Path) -> dict[str, Path]:
     """Every plot of a leaderboard frame, written into ``folder``."""
-    columns = public_columns(frame)
-    domains = columns[2 + len(NDCG_COLUMNS) : -2]
+    domains = domain_columns(frame)
     plots = {
         "quality_latency": quality_latency_plot(frame, folder / "quality_latency.png"),
         "per_domain": per_domain_plot(frame, domains, folder / "per_domain.png"),

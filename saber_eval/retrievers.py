@@ -310,10 +310,10 @@ def llm_backend_for_profile(profile: str) -> tuple[Any, dict[str, Any]]:
     from saber_resources.config import load_build_config
     from saber_resources.factory import make_backend
 
-    build = load_build_config(profile)
-    t = build.tournament
+    plan = load_build_config(profile).plan()
+    t = plan.tournament
     options = {"choice": t.judge_mode == "choice", "max_tokens": t.judge_max_tokens}
-    return make_backend(build), options
+    return make_backend(plan), options
 
 
 def make_retriever(

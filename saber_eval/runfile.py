@@ -1,11 +1,14 @@
 """TREC run files: ``query_id Q0 doc_id rank score tag``, one line per candidate.
 
-Per query, lines are in rank order 1..n; the ranking is by descending score with ties kept in
-candidate (released) order — the earlier candidate ranks first — exactly the order
-``saber_core.evaluation.metrics`` scores, so nDCG computed from a parsed run file (via its ranks)
-equals
-nDCG computed from the scores. Scores are written with ``repr`` (shortest round-trip), so they
-parse back to the same floats. Scores must be finite.
+Per query, lines are in rank order 1..n; the ranking is by descending score with ties broken by
+:data:`TIE_RULE` — trec_eval's rule (``comp_sim_docno`` in its ``form_res_rels.c``: score
+descending, then ``strcmp`` of the doc ids descending), never by pool position, so a tie-heavy
+retriever does not inherit the pool's group order. It is the order the runner scores
+(``saber_core.evaluation.metrics`` with its ``trec_tiebreak``) and the order trec_eval,
+pytrec_eval and ir_measures rebuild from the scores (they ignore the rank column), so nDCG
+computed from a parsed run file (via its ranks) equals nDCG computed from the scores. Scores are
+written with ``repr`` (shortest round-trip), so they parse back to the same floats. Scores must
+be finite.
 """
 
 from __future__ import annotations
@@ -17,7 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
+from saber_core.evaluation.metrics import trec_tiebreak
+
 RunEntry = tuple[str, int, float]  # (doc_id, rank, score)
+TIE_RULE = "score descending, ties by doc id descending (byte order), as trec_eval"
 
 
 def run_tag(spec: str) -> str:
@@ -25,9 +31,22 @@ def run_tag(spec: str) -> str:
     return re.sub(r"\s+", "_", spec) or "run"
 
 
-def ranking(scores: np.ndarray) -> np.ndarray:
-    """Candidate indices by descending score, ties by candidate order (stable)."""
-    return np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
+def ranking(scores: np.ndarray, doc_ids: Sequence[str]) -> np.ndarray:
+    """Candidate indices by descending score, ties by descending doc id (:data:`TIE_RULE`)."""
+    values = np.asarray(scores, dtype=np.float64)
+    keys = trec_tiebreak([doc_ids], len(doc_ids))[0]
+    return np.lexsort((-keys, -values))
+
+
+def tied_top_share(scores: np.ndarray, k: int = 10) -> float:
+    """Share of the top ``min(k, n)`` positions whose score equals another candidate's score
+    (their place, or whether they are in the top ``k`` at all, is set by the tie rule)."""
+    values = np.asarray(scores, dtype=np.float64)
+    if values.size == 0:
+        return 0.0
+    top = np.sort(values)[::-1][: min(k, values.size)]
+    distinct, counts = np.unique(values, return_counts=True)
+    return float((counts[np.searchsorted(distinct, top)] > 1).mean())
 
 
 def format_run(
@@ -45,7 +64,7 @@ def format_run(
             raise ValueError(f"query {qid}: {len(values)} scores for {len(docs)} candidates")
         if not np.all(np.isfinite(values)):
             raise ValueError(f"query {qid}: scores must be finite")
-        for rank, index in enumerate(ranking(values), start=1):
+        for rank, index in enumerate(ranking(values, docs), start=1):
             lines.append(f"{qid} Q0 {docs[index]} {rank} {float(values[index])!r} {tag}")
     return "\n".join(lines) + "\n"
 

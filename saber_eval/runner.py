@@ -2,12 +2,13 @@
 
 Per query i: nDCG@10_i from ``saber_core.evaluation.metrics.ndcg_at_k`` (gain 2^rel − 1 on the float
 ratings, discount 1/log2(rank + 1), IDCG over all candidates; ranking by descending score, ties
-by candidate order) and nDCG@10_trec_i from ``saber_core.evaluation.metrics.ndcg_trec`` (what
-trec_eval,
+by :data:`saber_eval.runfile.TIE_RULE` — trec_eval's descending doc id, never pool position) and
+nDCG@10_trec_i from ``saber_core.evaluation.metrics.ndcg_trec`` (what trec_eval,
 BEIR and MTEB compute: linear gain on the exported integer qrels ``round_half_up(rating)`` of
-``beir/qrels/test.tsv``, ties by descending doc id). Reported: mean_i nDCG@10_i, mean_i
-nDCG@10_trec_i, per-domain means (``mean_by_labels``), and the median over queries of the
-latency of one reranking task (one query × its candidates)::
+``beir/qrels/test.tsv``, the same ties). Reported: mean_i nDCG@10_i, mean_i nDCG@10_trec_i,
+per-domain means (``mean_by_labels``), the share of top-10 positions whose score is tied with
+another candidate's (``tied_top10_share``: how much of the ranking the tie rule decides), and the
+median over queries of the latency of one reranking task (one query × its candidates)::
 
     latency_i = perf_counter() around retriever.score(task_i) + charged_i
 
@@ -19,7 +20,8 @@ answers served from the LLM call cache make a re-run's latency a cache-lookup ti
 
 Outputs, under ``<out>/<benchmark folder name>-<hash[:8]>/runs/<retriever slug>/``:
 ``<setting>.trec`` (TREC run file), ``<setting>.per_query.csv`` (``query_id, domain, ndcg@10,
-ndcg@10_trec, latency_s``) and ``<setting>.json`` (the summary the leaderboard is built from).
+ndcg@10_trec, tied_top10, latency_s``) and ``<setting>.json`` (the summary the leaderboard is
+built from).
 """
 
 from __future__ import annotations
@@ -37,11 +39,17 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from saber_core.evaluation.metrics import integer_labels, mean_by_labels, ndcg_at_k, ndcg_trec
+from saber_core.evaluation.metrics import (
+    integer_labels,
+    mean_by_labels,
+    ndcg_at_k,
+    ndcg_trec,
+    trec_tiebreak,
+)
 from saber_eval.benchmark import Benchmark
 from saber_eval.registry import Registry, RetrieverEntry
 from saber_eval.retrievers import Retriever, Task
-from saber_eval.runfile import write_run
+from saber_eval.runfile import TIE_RULE, tied_top_share, write_run
 from saber_eval.version import code_hash
 
 K = 10
@@ -77,6 +85,7 @@ class RunResult:
     ndcg: np.ndarray
     ndcg_trec: np.ndarray
     latency_s: np.ndarray
+    tied_top10: np.ndarray
     entry: RetrieverEntry
     notes: dict[str, Any] = field(default_factory=dict)
     k: int = K
@@ -98,18 +107,24 @@ class RunResult:
         return mean_by_labels(self.ndcg, [d.split("|") for d in self.domains])
 
     @property
+    def tied_top10_share(self) -> float:
+        """mean over queries of the share of top-10 positions whose score is tied."""
+        return float(np.mean(self.tied_top10))
+
+    @property
     def median_latency_s(self) -> float:
         """median over queries of the per-task latency (seconds)."""
         return float(np.median(self.latency_s))
 
     def per_query(self) -> pl.DataFrame:
-        """``query_id, domain, ndcg@k, ndcg@k_trec, latency_s``."""
+        """``query_id, domain, ndcg@k, ndcg@k_trec, tied_top10, latency_s``."""
         return pl.DataFrame(
             {
                 "query_id": self.query_ids,
                 "domain": self.domains,
                 f"ndcg@{self.k}": self.ndcg,
                 f"ndcg@{self.k}_trec": self.ndcg_trec,
+                "tied_top10": self.tied_top10,
                 "latency_s": self.latency_s,
             }
         )
@@ -127,6 +142,8 @@ class RunResult:
             "n_queries": len(self.query_ids),
             f"ndcg@{self.k}": self.mean,
             f"ndcg@{self.k}_trec": self.mean_trec,
+            "tie_rule": TIE_RULE,
+            "tied_top10_share": self.tied_top10_share,
             "per_domain": self.per_domain,
             "median_latency_s": self.median_latency_s,
             "mean_latency_s": float(np.mean(self.latency_s)),
@@ -182,6 +199,7 @@ def run_retriever(
     matrix = np.full((len(tasks), benchmark.width), np.nan)
     for i, values in enumerate(scores):
         matrix[i, : len(values)] = values
+    candidates = [q.candidates for q in benchmark.queries]
     return RunResult(
         spec=retriever.spec,
         setting=setting,
@@ -189,16 +207,14 @@ def run_retriever(
         benchmark_dir=str(benchmark.path),
         query_ids=[q.query_id for q in benchmark.queries],
         domains=[q.domain for q in benchmark.queries],
-        candidates=[q.candidates for q in benchmark.queries],
+        candidates=candidates,
         scores=scores,
-        ndcg=ndcg_at_k(matrix, benchmark.ratings(), k),
-        ndcg_trec=ndcg_trec(
-            matrix,
-            integer_labels(benchmark.ratings()),
-            [q.candidates for q in benchmark.queries],
-            k,
+        ndcg=ndcg_at_k(
+            matrix, benchmark.ratings(), k, tiebreak=trec_tiebreak(candidates, benchmark.width)
         ),
+        ndcg_trec=ndcg_trec(matrix, integer_labels(benchmark.ratings()), candidates, k),
         latency_s=latency,
+        tied_top10=np.array([tied_top_share(v, k) for v in scores]),
         entry=entry,
         notes=notes,
         k=k,
@@ -283,9 +299,10 @@ def per_query_ndcg(
 
 
 def result_tables(results: Sequence[RunResult], folder: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(per query: ``retriever, setting, query_id, domain, ndcg@k, ndcg@k_trec, latency_s``; per
-    run: ``retriever, setting, display_name, kind, ndcg@k, ndcg@k_trec, median_latency_s,
-    n_queries, per_domain (JSON), run_file, eval_dir, benchmark_hash``) of evaluated runs."""
+    """(per query: ``retriever, setting, query_id, domain, ndcg@k, ndcg@k_trec, tied_top10,
+    latency_s``; per run: ``retriever, setting, display_name, kind, ndcg@k, ndcg@k_trec,
+    median_latency_s, n_queries, tied_top10_share, per_domain (JSON), run_file, eval_dir,
+    benchmark_hash``) of evaluated runs."""
     per_query = pl.concat(
         [
             r.per_query().select(
@@ -305,6 +322,7 @@ def result_tables(results: Sequence[RunResult], folder: Path) -> tuple[pl.DataFr
                 TREC_METRIC: r.mean_trec,
                 "median_latency_s": r.median_latency_s,
                 "n_queries": len(r.query_ids),
+                "tied_top10_share": r.tied_top10_share,
                 "per_domain": json.dumps(r.per_domain, sort_keys=True),
                 "run_file": str(r.files["run_file"]),
                 "eval_dir": str(folder),

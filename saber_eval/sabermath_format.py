@@ -1,5 +1,5 @@
 """The released SaberMath schema (``sabermath/SaberMath-queries``, ``…-documents``, split
-``train``; SABERMATH-METHOD.md §12), written from — and read back into — a benchmark.
+``train``; ``docs/sabermath.md`` §12), written from — and read back into — a benchmark.
 
 * ``documents``: ``id, problem, solution, tags, idea, original_index``, one row per distinct
   candidate, ordered by ``original_index``;

@@ -63,9 +63,17 @@ def _with_parents(module: str) -> list[str]:
     return [".".join(parts[: i + 1]) for i in range(len(parts))]
 
 
+# Packages whose effect on a stage is the values it reads from them, every one recorded in the
+# stage's fingerprint (the build plan: fields, properties and method results — see
+# saber_resources.config.reads): their own files count, what they import does not (the plan
+# holds core rule objects, but a stage runs their code only through its own imports).
+VALUES_ONLY = ("saber_resources.config",)
+
+
 def module_closure(module: str, root: Path = PROJECT_ROOT) -> list[Path]:
     """The project source files ``module`` runs: itself, its packages' ``__init__`` files and
-    everything they import, transitively; sorted."""
+    everything they import, transitively (a :data:`VALUES_ONLY` package contributes its own
+    files only); sorted."""
     seen: set[str] = set()
     files: set[Path] = set()
     todo = [module]
@@ -79,7 +87,10 @@ def module_closure(module: str, root: Path = PROJECT_ROOT) -> list[Path]:
             if path is None:
                 continue
             files.add(path)
-            todo.extend(_imported(part, path))
+            imported = _imported(part, path)
+            if part.startswith(VALUES_ONLY):
+                imported = {m for m in imported if m.startswith(VALUES_ONLY)}
+            todo.extend(imported)
     return sorted(files)
 
 

@@ -1,4 +1,4 @@
-"""The LLM backend and the pairwise judge a build config names (the API key only through
+"""The LLM backend and the pairwise judge a build plan names (the API key only through
 ``dg.EnvVar``, read when the resource is used, never here)."""
 
 from __future__ import annotations
@@ -8,19 +8,20 @@ import os
 import dagster as dg
 
 from saber_compute.llm.embedded import STOP_STRINGS, packaged_model_folder
-from saber_resources.config import BuildConfig
+from saber_resources.config import BuildPlan
 from saber_resources.judges import EmbeddingJudge, LexicalJudge, LLMJudge, PairwiseJudge
 from saber_resources.llm.base import LLMBackend
 from saber_resources.llm.embedded import EmbeddedBackend
 from saber_resources.llm.openai_compat import OpenAICompatibleBackend
+from saber_resources.llm.prompts import prompt_source
 from saber_resources.llm.vllm_backend import VLLMBackend
 
 API_KEY_ENV = "SABER_API_KEY"
 
 
-def make_backend(build: BuildConfig) -> LLMBackend:
-    """The LLM backend named by ``build.llm``."""
-    llm = build.llm
+def make_backend(plan: BuildPlan) -> LLMBackend:
+    """The LLM backend named by ``plan.llm``."""
+    llm = plan.llm
     if llm.backend == "embedded":
         return EmbeddedBackend()
     if llm.backend == "openai":
@@ -40,30 +41,31 @@ def make_backend(build: BuildConfig) -> LLMBackend:
             block_size=32,
             stop=list(STOP_STRINGS),
             chat_template="plain",  # a base model: the embedded engine's plain-text prompts
-            seed=build.seed,
-            home=str(build.home_path),
+            seed=plan.seed,
+            home=str(plan.paths.home),
         )
     return VLLMBackend(
         model=llm.model,
         tensor_parallel_size=llm.tensor_parallel,
         reasoning_effort=llm.reasoning_effort,
         max_model_len=llm.max_model_len or None,
-        seed=build.seed,
-        home=str(build.home_path),
+        seed=plan.seed,
+        home=str(plan.paths.home),
     )
 
 
-def make_judge(build: BuildConfig, backend: LLMBackend) -> PairwiseJudge:
-    """The pairwise judge named by ``build.tournament``."""
-    t = build.tournament
+def make_judge(plan: BuildPlan, backend: LLMBackend) -> PairwiseJudge:
+    """The pairwise judge named by ``plan.tournament``."""
+    t = plan.tournament
     if t.judge == "embedding":
-        return EmbeddingJudge(cache_path=str(build.eval_cache_path))
+        return EmbeddingJudge(cache_path=str(plan.paths.embedding_cache))
     if t.judge == "lexical":
         return LexicalJudge()
     return LLMJudge(
         backend=backend,
+        prompt=prompt_source("judge", plan.inputs.prompts_dir),
         mode=t.judge_mode,
-        both_orders=t.presentation_order() == "both_orders",
+        both_orders=t.presentation == "both_orders",
         max_tokens=t.judge_max_tokens,
-        seed=build.seed,
+        seed=plan.seed,
     )

@@ -1,15 +1,20 @@
 """Reuse or compute: the one mechanism every asset uses.
 
-An asset's fingerprint hashes its settings, the code version of its module (all the project code
-it runs, :mod:`saber_resources.code_version`) and the data versions of its upstream assets — the
-``deps`` of its asset definition, declared once. If the manifest already holds that fingerprint
-(and the tables and files it wrote still exist), the stored tables are reused and nothing is
-recomputed; otherwise the stage computes, writes its tables with lineage columns and records the
-new fingerprint.
+An asset's fingerprint hashes the settings it read from the build plan (recorded by its
+:class:`~saber_resources.config.reads.PlanReads` view: no stage lists its keys), what it depends
+on outside the plan (``extra``: input files, prompt hashes, the LLM's identity), the code version
+of its module (all the project code it runs, :mod:`saber_resources.code_version`) and the data
+versions of its upstream assets — the ``deps`` of its asset definition, declared once.
+
+Reuse: the settings the stage read last time, looked up in today's plan, with today's code,
+extra inputs and upstream versions, give the fingerprint it recorded (and the tables and files it
+wrote still exist) → the stored tables are reused. Otherwise the stage computes, writes its
+tables with lineage columns and records the new fingerprint with the settings it read this time.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +24,10 @@ import dagster as dg
 import polars as pl
 
 from saber_resources.code_version import code_version
+from saber_resources.config.plan import BuildPlan
+from saber_resources.config.reads import PlanReads, values_at
 from saber_resources.store.database import DuckDBStore, Lineage, stable_hash
+from saber_runtime import dry_run
 from saber_runtime.metadata import markdown_preview, metadata_value, png_markdown
 
 
@@ -42,47 +50,128 @@ def upstream_of(context: dg.AssetExecutionContext) -> list[str]:
     return [dep.asset_key.to_user_string() for dep in spec.deps]
 
 
-def materialize_stage(
-    context: dg.AssetExecutionContext,
-    store: DuckDBStore,
-    *,
-    settings: Mapping[str, Any],
-    compute: Callable[[], StageOutput],
-    checks: CheckFn | None = None,
-    track_upstream: bool = True,
-) -> dg.MaterializeResult:
-    """Reuse the stored output when the fingerprint matches, else compute and store it.
+@dataclass(frozen=True)
+class Fingerprint:
+    """What decides a stage's tables: settings read, extra inputs, code, upstream versions."""
 
-    ``track_upstream=False`` is for a stage whose inputs are identified by ``settings`` alone
-    (the evaluation of an export folder: its content hash), so it runs without its deps.
-    """
-    asset = context.asset_key.to_user_string()
-    upstream_versions = {}
-    for name in upstream_of(context) if track_upstream else []:
+    asset: str
+    reads: dict[str, Any]
+    extra: dict[str, Any]
+    code: str
+    upstream: dict[str, str]
+
+    @property
+    def config_hash(self) -> str:
+        """Hash of the settings and extra inputs (the ``_config_hash`` lineage column)."""
+        return stable_hash({"reads": self.reads, "extra": self.extra})
+
+    @property
+    def value(self) -> str:
+        """The fingerprint itself."""
+        parts = {"asset": self.asset, "config": self.config_hash, "code": self.code}
+        return stable_hash({**parts, "up": self.upstream})
+
+
+CODE_VERSION_TAG = "dagster/code_version"  # the tag Dagster's staleness reads
+
+
+def stage_version(code: str, reads: Mapping[str, Any]) -> str:
+    """The code version Dagster shows for a stage: its code and the values of the settings it
+    read, so the UI marks an asset stale when either changes (``asset_code_versions``)."""
+    return stable_hash({"code": code, "reads": dict(reads)})[:12]
+
+
+def asset_code_versions(
+    store: DuckDBStore, plan: BuildPlan, modules: Mapping[str, str]
+) -> dict[str, str]:
+    """Per asset (``modules``: asset → module of its function) the :func:`stage_version` of its
+    code and of today's values of the settings its last materialization read."""
+    entries = store.manifest_entries() if Path(store.database).exists() else {}
+    out = {}
+    for asset, module in modules.items():
+        reads = entries.get(asset, {}).get("metadata", {}).get("reads", {})
+        out[asset] = stage_version(code_version(module), values_at(plan, reads))
+    return out
+
+
+def upstream_versions(store: DuckDBStore, asset: str, upstream: list[str]) -> dict[str, str]:
+    """The recorded data version of each upstream asset (RuntimeError if one is missing; in a
+    dry run, the version each upstream decision predicts)."""
+    planned = dry_run.active()
+    versions = {}
+    for name in upstream:
+        if planned is not None and name in planned.predicted:
+            versions[name] = planned.predicted[name]
+            continue
         entry = store.manifest_entry(name)
         if entry is None:
             raise RuntimeError(f"asset {asset}: upstream asset {name!r} has not been materialized")
-        upstream_versions[name] = entry["data_version"]
-    config_hash = stable_hash(dict(settings))
-    code = code_version(compute.__module__)
-    fingerprint = stable_hash(
-        {"asset": asset, "config": config_hash, "code": code, "up": upstream_versions}
+        versions[name] = entry["data_version"]
+    return versions
+
+
+def still_valid(previous: Mapping[str, Any] | None, now: Fingerprint, plan: PlanReads) -> bool:
+    """Whether a recorded manifest entry still holds: the settings it read have today's values
+    in ``plan`` and everything else is unchanged."""
+    if previous is None or "reads" not in previous["metadata"]:
+        return False
+    reads = values_at(plan.plan, previous["metadata"]["reads"])
+    return (
+        previous["fingerprint"]
+        == Fingerprint(now.asset, reads, now.extra, now.code, now.upstream).value
     )
+
+
+def materialize_stage(
+    context: dg.AssetExecutionContext,
+    store: DuckDBStore,
+    plan: PlanReads,
+    *,
+    compute: Callable[[], StageOutput],
+    extra: Mapping[str, Any] | None = None,
+    checks: CheckFn | None = None,
+    track_upstream: bool = True,
+) -> dg.MaterializeResult:
+    """Reuse the stored output when the fingerprint still holds, else compute and store it.
+
+    ``plan`` is the asset's recording view of the build plan: every setting the asset reads
+    through it (before this call or inside ``compute``) is part of its fingerprint. ``extra``:
+    what the tables depend on outside the plan (input file hashes, prompt hashes, the backend's
+    identity). ``track_upstream=False`` is for a stage whose inputs are identified by ``extra``
+    alone (the evaluation of an export folder: its content hash), so it runs without its deps.
+    """
+    asset = context.asset_key.to_user_string()
+    up = upstream_versions(store, asset, upstream_of(context) if track_upstream else [])
+    extra = {k: extra[k] for k in sorted(extra or {})}
+    now = Fingerprint(asset, plan.reads, extra, code_version(compute.__module__), up)
     previous = store.manifest_entry(asset)
-    reused = (
-        previous is not None
-        and previous["fingerprint"] == fingerprint
-        and _still_there(store, previous["metadata"])
-    )
+    there = previous is not None and _still_there(store, previous["metadata"])
+    planned = dry_run.active()
+    if planned is not None:
+        module = compute.__module__
+        decision = dry_run.decide(planned, asset, previous, plan, extra, module, up, there)
+        metadata = {"dry_run": decision.action, "reasons": "; ".join(decision.reasons)}
+        version = dg.DataVersion(planned.predicted.get(asset, "none"))
+        unrun = [
+            dg.AssetCheckResult(check_name=k.name, passed=True, metadata={"dry_run": "not run"})
+            for k in context.assets_def.check_keys
+        ]
+        return dg.MaterializeResult(metadata=metadata, data_version=version, check_results=unrun)
+    reused = still_valid(previous, now, plan) and there
     if reused:
-        context.log.info(f"{asset}: inputs, config and code unchanged; reusing stored tables")
+        context.log.info(f"{asset}: inputs, settings and code unchanged; reusing stored tables")
         stored = previous["metadata"]
         tables = {name: store.read_table(name) for name in stored["tables"]}
         figures, plots = stored["figures"], {k: Path(v) for k, v in stored["plots"].items()}
-        data_version = previous["data_version"]
+        data_version, fingerprint = previous["data_version"], previous["fingerprint"]
+        config_hash = Fingerprint(asset, stored["reads"], extra, now.code, up).config_hash
     else:
+        started = time.monotonic()
         output = compute()
-        lineage = Lineage(context.run.run_id, asset, config_hash, code)
+        compute_s = round(time.monotonic() - started, 3)
+        now = Fingerprint(asset, plan.reads, extra, now.code, up)
+        config_hash, fingerprint = now.config_hash, now.value
+        lineage = Lineage(context.run.run_id, asset, config_hash, now.code)
         versions = {}
         for name, frame in output.tables.items():
             versions[name] = store.write_table(name, frame, lineage)
@@ -99,13 +188,19 @@ def materialize_stage(
                 "figures": figures,
                 "files": [str(p) for p in output.files],
                 "plots": {k: str(v) for k, v in plots.items()},
+                "reads": now.reads,
+                "extra": extra,
+                "code": now.code,
+                "code_files": dry_run.code_files(compute.__module__),
+                "upstream": up,
+                "compute_s": compute_s,
             },
         )
     metadata: dict[str, Any] = {
         "reused": reused,
         "duckdb_database": dg.MetadataValue.path(store.database),
         "config_hash": config_hash,
-        "code_version": code,
+        "code_version": now.code,
         "fingerprint": fingerprint,
     }
     for name, frame in tables.items():
@@ -116,8 +211,13 @@ def materialize_stage(
     for name, path in plots.items():
         metadata[f"plot/{name}"] = dg.MetadataValue.md(png_markdown(path))
     check_results = checks(tables, figures) if checks else None
+    reads = previous["metadata"]["reads"] if reused else now.reads
+    tags = {CODE_VERSION_TAG: stage_version(now.code, values_at(plan.plan, reads))}
     return dg.MaterializeResult(
-        metadata=metadata, check_results=check_results, data_version=dg.DataVersion(data_version)
+        metadata=metadata,
+        check_results=check_results,
+        data_version=dg.DataVersion(data_version),
+        tags=tags,
     )
 
 

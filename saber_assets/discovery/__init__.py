@@ -13,7 +13,7 @@ from saber_resources.config import BuildConfig
 
 def discovery_assets(build: BuildConfig) -> list[dg.AssetsDefinition]:
     """The discovery engine the construction names (``targets``)."""
-    engine = build.construction_plan().engine
+    engine = build.plan().engine
     return ALL_PAIRS_ASSETS if engine == "all_pairs" else PER_QUERY_ASSETS
 
 

@@ -29,7 +29,7 @@ from saber_core.discovery.passes import Band, PassTotals, resolve_counts
 from saber_core.discovery.pools import sample_queries
 from saber_core.ontology.tag_paths import tree_from_frame
 from saber_core.published import GROUPS
-from saber_resources.config import BuildConfig
+from saber_resources.config import BuildConfig, PlanReads
 from saber_resources.store.database import DuckDBStore
 from saber_runtime.stage import StageOutput, materialize_stage
 
@@ -37,22 +37,14 @@ INPUTS = ["corpus", "ontology", "summaries", "topic_annotations"]
 GROUP_NAMES = ("topic", "summary", "both")  # the released pool groups, in GROUPS order
 
 
-def databank_and_scorer(build: BuildConfig, store: DuckDBStore) -> tuple[Databank, PairScorer]:
+def databank_and_scorer(plan: PlanReads, store: DuckDBStore) -> tuple[Databank, PairScorer]:
     """The databank rows and their pair scorer, from the stored inputs."""
-    plan = build.construction_plan()
     topics = store.read_table("topic_annotations")
-    databank = build_databank(store.read_table("corpus"), topics, build.domain_map())
+    databank = build_databank(store.read_table("corpus"), topics, plan.domains.map)
     table = store.read_table("ontology")
     tree = tree_from_frame(table)
     ic = table.sort("node_index")["ic"].to_numpy()
-    return databank, pair_scorer(databank, tree, ic, plan)
-
-
-def _plan_settings(plan: Construction, *steps: str) -> dict:
-    return {"plan": plan.step_provenance(*steps), "quantile": plan.threshold_quantile}
-
-
-SCORE_STEPS = ("ontology_source", "tag_cleanup", "ic", "bma", "tokenizer", "precision")
+    return databank, pair_scorer(databank, tree, ic, plan.construction)
 
 
 @dg.asset(name="pair_histograms", group_name="discovery", deps=INPUTS, kinds={"duckdb"})
@@ -61,12 +53,12 @@ def pair_histograms_asset(
 ) -> dg.MaterializeResult:
     """Pass 1 over every ordered pair: exact histograms of the stored float16 BMA and Jaccard
     values, and the global thresholds (the published percentile, exactly)."""
-    plan = build.construction_plan()
+    plan = build.reads()
 
     def compute() -> StageOutput:
-        databank, scorer = databank_and_scorer(build, store)
-        q = plan.threshold_quantile
-        totals, timing = banded_pass(context, build, scorer, q, "pass1")
+        databank, scorer = databank_and_scorer(plan, store)
+        q = plan.thresholds.quantile
+        totals, timing = banded_pass(context, plan, scorer, q, "pass1")
         thresholds = {
             "bma": histogram_threshold(totals.hist_b, q),
             "jaccard": histogram_threshold(totals.hist_j, q),
@@ -81,12 +73,11 @@ def pair_histograms_asset(
             "thresholds_in_bands": resolve_counts(totals, *thresholds.values()) is not None,
             "pass": timing,
         }
-        plot = histogram_plot(table, build.artifacts_dir / "pair_histograms.png")
+        plot = histogram_plot(table, plan.paths.artifacts_dir / "pair_histograms.png")
         tables = {"pair_histograms": table, "databank_exclusions": databank.excluded}
         return StageOutput(tables, figures=figures, plots={"pair_histograms": plot})
 
-    settings = _plan_settings(plan, *SCORE_STEPS)
-    return materialize_stage(context, store, settings=settings, compute=compute)
+    return materialize_stage(context, store, plan, compute=compute)
 
 
 def histogram_table(totals: PassTotals, thresholds: dict[str, float]) -> pl.DataFrame:
@@ -128,9 +119,7 @@ def stored_thresholds(store: DuckDBStore) -> tuple[float, float]:
     return found["bma"], found["jaccard"]
 
 
-def _no_target_error(build: BuildConfig, table: pl.DataFrame) -> ValueError:
-    p = build.pools
-    sizes = (p.n_topic_only, p.n_summary_only, p.n_both)
+def _no_target_error(sizes: tuple[int, int, int], table: pl.DataFrame) -> ValueError:
     best = table.with_columns(
         pl.min_horizontal([pl.col(f"n_{g}") / s for g, s in zip(GROUPS, sizes, strict=True)]).alias(
             "fill"
@@ -139,7 +128,7 @@ def _no_target_error(build: BuildConfig, table: pl.DataFrame) -> ValueError:
     examples = best.head(3).select("doc_id", *[f"n_{g}" for g in GROUPS]).rows()
     return ValueError(
         f"no row of the {table.height}-row databank fills all three groups "
-        f"({p.n_topic_only}/{p.n_summary_only}/{p.n_both}) above the global thresholds; the "
+        f"({'/'.join(map(str, sizes))}) above the global thresholds; the "
         f"fullest (doc, topic-only, summary-only, both): {examples}. Lower the group sizes "
         "(SABER_N_TOPIC_ONLY / SABER_N_SUMMARY_ONLY / SABER_N_BOTH) or the threshold quantile "
         "(SABER_THRESHOLD_QUANTILE), or use a larger corpus"
@@ -152,14 +141,14 @@ def target_eligibility(
 ) -> dg.MaterializeResult:
     """Pass 2: per databank row, the members of each group under the global thresholds and
     whether every group reaches its size (an eligible target)."""
-    plan, p = build.construction_plan(), build.pools
-    sizes = (p.n_topic_only, p.n_summary_only, p.n_both)
+    plan = build.reads()
+    sizes = plan.pools.sizes
 
     def compute() -> StageOutput:
-        databank, scorer = databank_and_scorer(build, store)
+        databank, scorer = databank_and_scorer(plan, store)
         t_bma, t_jac = stored_thresholds(store)
-        first = pass_folder(build, scorer, stored_band(store), "pass1").complete()
-        counts, timing = exact_counts(context, build, scorer, first, (t_bma, t_jac), "pass2")
+        first = pass_folder(plan, scorer, stored_band(store), "pass1").complete()
+        counts, timing = exact_counts(context, plan, scorer, first, (t_bma, t_jac), "pass2")
         table = pl.DataFrame(
             {
                 "row": np.arange(databank.n_rows),
@@ -172,7 +161,7 @@ def target_eligibility(
             schema_overrides={"domains": pl.List(pl.String)},
         )
         if not table["eligible"].any():
-            raise _no_target_error(build, table)
+            raise _no_target_error(sizes, table)
         keys = domain_buckets([tuple(d) for d in table.filter("eligible")["domains"].to_list()])
         figures = {
             "eligible_targets": int(table["eligible"].sum()),
@@ -183,19 +172,18 @@ def target_eligibility(
         }
         return StageOutput({"target_eligibility": table}, figures=figures)
 
-    settings = {**_plan_settings(plan, *SCORE_STEPS), "sizes": list(sizes)}
-    return materialize_stage(context, store, settings=settings, compute=compute)
+    return materialize_stage(context, store, plan, compute=compute)
 
 
-def _sample(build: BuildConfig, targets: pl.DataFrame) -> np.ndarray:
+def _sample(plan: PlanReads, targets: pl.DataFrame) -> np.ndarray:
     """Positions (into ``targets``) of the queries: the final sampler's quotas (multi-label
     domains) or a balanced sample over the first domain (single)."""
     keys = [tuple(d) for d in targets["domains"].to_list()]
-    if build.construction_plan().domains == "single":
+    if plan.construction.domains == "single":
         first = [k[0] if k else "Unknown" for k in keys]
-        return sample_queries(first, build.pools.n_queries, build.seed)
+        return sample_queries(first, plan.pools.n_queries, plan.seed)
     try:
-        return sample_final_queries(keys, build.domain_quotas(), build.seed)
+        return sample_final_queries(keys, plan.domains.quotas, plan.seed)
     except ValueError as err:
         sizes = {"|".join(k): v for k, v in domain_buckets(keys).items()}
         raise ValueError(
@@ -211,11 +199,11 @@ def final_queries(
 ) -> dg.MaterializeResult:
     """The queries: the final sampler over the eligible targets (seeded; published quotas by
     domain set, or ``domain_quotas``)."""
-    plan = build.construction_plan()
+    plan = build.reads()
 
     def compute() -> StageOutput:
         targets = store.read_table("target_eligibility").filter("eligible")
-        picked = targets[_sample(build, targets)]
+        picked = targets[_sample(plan, targets)]
         table = (
             picked.select(
                 pl.col("doc_id").alias("query_id"),
@@ -225,7 +213,7 @@ def final_queries(
                 pl.col("domains").list.first().fill_null("Unknown").alias("domain"),
             )
             .with_row_index("query_index")
-            .with_columns(pl.lit(build.seed).alias("seed"))
+            .with_columns(pl.lit(plan.seed).alias("seed"))
         )
         per_key = table.group_by(pl.col("domains").list.join("|")).len().sort("domains")
         figures = {
@@ -235,14 +223,7 @@ def final_queries(
         }
         return StageOutput({"queries": table}, figures=figures)
 
-    quotas = {"|".join(k): v for k, v in build.domain_quotas()}
-    settings = {
-        "seed": build.seed,
-        "domains": plan.domains,
-        "quotas": quotas,
-        "n_queries": build.pools.n_queries if plan.domains == "single" else None,
-    }
-    return materialize_stage(context, store, settings=settings, compute=compute)
+    return materialize_stage(context, store, plan, compute=compute)
 
 
 def _pool_frames(query_ids, pools, doc_ids, t_bma, t_jac, counts) -> tuple:
@@ -292,43 +273,38 @@ def eligible_pools(
 ) -> dg.MaterializeResult:
     """The pools of the queries: per group a seeded random sample of its members (the published
     draw, one generator over every eligible target in row order) or its top by score."""
-    plan, config = build.construction_plan(), build.pool_config()
-    sizes = (config.n_topic_only, config.n_summary_only, config.n_both)
+    plan = build.reads()
+    sizes = plan.pools.sizes
 
     def compute() -> StageOutput:
-        databank, scorer = databank_and_scorer(build, store)
+        databank, scorer = databank_and_scorer(plan, store)
         t_bma, t_jac = stored_thresholds(store)
         table = store.read_table("target_eligibility").sort("row")
         counts = table.select([f"n_{g}" for g in GROUPS]).to_numpy()
         queries = store.read_table("queries").sort("query_index")
         rows = queries["row"].to_numpy()
         positions = None
-        if plan.group_choice == "random_sample":
-            drawn = replay_draws(counts, sizes, build.seed, keep=rows)
+        if plan.construction.group_choice == "random_sample":
+            drawn = replay_draws(counts, sizes, plan.seed, keep=rows)
             positions = [drawn[int(r)] for r in rows]
         pools = row_pools(scorer, rows, t_bma, t_jac, sizes, positions)
         frame, outcomes = _pool_frames(
             queries["query_id"].to_list(), pools, databank.doc_ids, t_bma, t_jac, counts[rows]
         )
         figures = {
-            "pool_config": config.as_provenance(),
+            "group_sizes": list(sizes),
             "thresholds": [t_bma, t_jac],
-            "group_choice": plan.group_choice,
+            "group_choice": plan.construction.group_choice,
             "n_queries_with_pools": len(rows),
         }
         return StageOutput({"candidate_pools": frame, "pool_outcomes": outcomes}, figures=figures)
 
-    settings = {
-        **config.as_provenance(),
-        "seed": build.seed,
-        **_plan_settings(plan, *SCORE_STEPS, "group_choice"),
-    }
     return materialize_stage(
         context,
         store,
-        settings=settings,
+        plan,
         compute=compute,
-        checks=lambda tables, _: pool_checks(config, tables["candidate_pools"]),
+        checks=lambda tables, _: pool_checks(plan.pools.config, tables["candidate_pools"]),
     )
 
 
@@ -337,7 +313,7 @@ ALL_PAIRS_ASSETS = [pair_histograms_asset, target_eligibility, final_queries, el
 
 def alternative_pools(
     context: dg.AssetExecutionContext,
-    build: BuildConfig,
+    plan: PlanReads,
     store: DuckDBStore,
     corpus: pl.DataFrame,
     alternative: pl.DataFrame,
@@ -346,9 +322,8 @@ def alternative_pools(
     global thresholds, group sizes and seed (the draw replayed over the queries that still fill
     every group, in row order); queries that no longer fill get no pool. Returns the pools and
     the number of documents without an alternative summary."""
-    plan, p = build.construction_plan(), build.pools
-    sizes = (p.n_topic_only, p.n_summary_only, p.n_both)
-    databank, _ = databank_and_scorer(build, store)
+    sizes = plan.pools.sizes
+    databank, _ = databank_and_scorer(plan, store)
     other = dict(alternative.select("doc_id", "summary").rows())
     ideas = [other.get(d) or "" for d in databank.doc_ids.tolist()]
     table = store.read_table("ontology")
@@ -356,7 +331,7 @@ def alternative_pools(
         replace(databank, ideas=ideas),
         tree_from_frame(table),
         table.sort("node_index")["ic"].to_numpy(),
-        plan,
+        plan.construction,
     )
     t_bma, t_jac = stored_thresholds(store)
     queries = store.read_table("queries").sort("row")
@@ -364,8 +339,8 @@ def alternative_pools(
     counts = row_counts(scorer, rows, t_bma, t_jac)
     fill = eligible(counts, sizes)
     positions = None
-    if plan.group_choice == "random_sample":
-        drawn = replay_draws(counts[fill], sizes, build.seed)
+    if plan.construction.group_choice == "random_sample":
+        drawn = replay_draws(counts[fill], sizes, plan.seed)
         positions = [drawn[i] for i in range(int(fill.sum()))]
     pools = row_pools(scorer, rows[fill], t_bma, t_jac, sizes, positions)
     ids = [q for q, ok in zip(queries["query_id"].to_list(), fill, strict=True) if ok]
@@ -377,34 +352,33 @@ def alternative_pools(
 
 def variant_pool_frame(
     context: dg.AssetExecutionContext,
-    build: BuildConfig,
+    plan: PlanReads,
     store: DuckDBStore,
-    plan: Construction,
+    steps: Construction,
     query_ids: list[str],
     label: str,
 ) -> pl.DataFrame:
-    """The pools of ``query_ids`` under another construction ``plan`` (a published-defect fix
+    """The pools of ``query_ids`` under another construction ``steps`` (a published-defect fix
     toggled): tags cleaned again, every pair scored again (thresholds, group counts, the draw over
-    every eligible row), the queries' pools selected; a query not eligible under ``plan`` gets
+    every eligible row), the queries' pools selected; a query not eligible under ``steps`` gets
     no pool. ``label`` names the passes' checkpoints."""
-    p = build.pools
-    sizes = (p.n_topic_only, p.n_summary_only, p.n_both)
+    sizes = plan.pools.sizes
     corpus, table = store.read_table("corpus"), store.read_table("ontology")
     nodes = table.select(pl.col("node_id").alias("topic_id"), "ic")
-    topics, _ = corpus_topic_rows(build, corpus, nodes, plan)
-    databank = build_databank(corpus, topics, build.domain_map())
+    topics, _ = corpus_topic_rows(plan, corpus, nodes, steps)
+    databank = build_databank(corpus, topics, plan.domains.map)
     ic = table.sort("node_index")["ic"].to_numpy()
-    scorer = pair_scorer(databank, tree_from_frame(table), ic, plan)
-    q = plan.threshold_quantile
-    first, _ = banded_pass(context, build, scorer, q, f"{label}-pass1")
+    scorer = pair_scorer(databank, tree_from_frame(table), ic, steps)
+    q = plan.thresholds.quantile
+    first, _ = banded_pass(context, plan, scorer, q, f"{label}-pass1")
     t_bma, t_jac = histogram_threshold(first.hist_b, q), histogram_threshold(first.hist_j, q)
-    counts, _ = exact_counts(context, build, scorer, first, (t_bma, t_jac), f"{label}-pass2")
+    counts, _ = exact_counts(context, plan, scorer, first, (t_bma, t_jac), f"{label}-pass2")
     where = {d: i for i, d in enumerate(databank.doc_ids.tolist())}
     wanted = np.array([where[d] for d in query_ids if d in where], dtype=np.int64)
     chosen = wanted[eligible(counts[wanted], sizes)] if len(wanted) else wanted
     positions = None
-    if plan.group_choice == "random_sample":
-        drawn = replay_draws(counts, sizes, build.seed, keep=chosen)
+    if steps.group_choice == "random_sample":
+        drawn = replay_draws(counts, sizes, plan.seed, keep=chosen)
         positions = [drawn[int(r)] for r in chosen]
     pools = row_pools(scorer, chosen, t_bma, t_jac, sizes, positions)
     ids = databank.doc_ids[chosen].astype(str).tolist()

@@ -27,25 +27,27 @@ from saber_core.discovery.passes import (
     sample_rows,
 )
 from saber_resources.code_version import code_version
-from saber_resources.config import BuildConfig
+from saber_resources.config import PlanReads
 from saber_resources.slurm import slurm_dispatch_from_build
 from saber_resources.slurm.allpairs_jobs import AllPairsJobs, ShardJobSettings, sharded_pass
 
 PAIRS_PER_UNIT = 100_000_000  # a few seconds of one core: the resume granularity
 
 
-def unit_count(build: BuildConfig, n_docs: int) -> int:
+def unit_count(plan: PlanReads, n_docs: int) -> int:
     """Units of a pass over ``n_docs`` rows: ``allpairs_units``, else one per
-    :data:`PAIRS_PER_UNIT` pairs and at least four per worker."""
-    if build.allpairs.units > 0:
-        return build.allpairs.units
+    :data:`PAIRS_PER_UNIT` pairs and at least four per worker (how a pass is cut never changes
+    its totals: not a recorded setting)."""
+    units = plan.plan.allpairs.units
+    if units > 0:
+        return units
     pairs = n_docs * (n_docs + 1) // 2
-    return max(4 * worker_count(build), -(-pairs // PAIRS_PER_UNIT))
+    return max(4 * worker_count(plan), -(-pairs // PAIRS_PER_UNIT))
 
 
-def worker_count(build: BuildConfig) -> int:
+def worker_count(plan: PlanReads) -> int:
     """Threads of a local pass: ``allpairs_workers``, else every core."""
-    return build.allpairs.workers or os.cpu_count() or 1
+    return plan.plan.allpairs.workers or os.cpu_count() or 1
 
 
 def _logger(context: dg.AssetExecutionContext, label: str):
@@ -69,17 +71,17 @@ def peak_rss_mb() -> int:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 
-def pass_folder(build: BuildConfig, scorer: PairScorer, band: Band, label: str) -> PassFolder:
+def pass_folder(plan: PlanReads, scorer: PairScorer, band: Band, label: str) -> PassFolder:
     """The folder of the pass of ``scorer``'s documents under ``band`` (named by the arrays,
     units, band and the kernel's code: a changed kernel never reuses old totals)."""
-    units = row_units(scorer.n_docs, unit_count(build, scorer.n_docs))
+    units = row_units(scorer.n_docs, unit_count(plan, scorer.n_docs))
     key = pass_key(scorer.arrays, units, band, code_version("saber_core.discovery.passes"))
-    return PassFolder(build.artifacts_dir / "allpairs", label, key)
+    return PassFolder(plan.plan.paths.artifacts_dir / "allpairs", label, key)
 
 
 def slurm_shards(
     context: dg.AssetExecutionContext,
-    build: BuildConfig,
+    plan: PlanReads,
     arrays: PairArrays,
     units: list[tuple[int, int]],
     band: Band,
@@ -88,8 +90,8 @@ def slurm_shards(
 ) -> dict:
     """Run the units ``todo`` as SLURM shard jobs (:mod:`saber_resources.slurm.allpairs_jobs`);
     their totals land in ``folder`` as partials. Returns the figures."""
-    settings = slurm_dispatch_from_build(build)
-    a = build.allpairs
+    settings = slurm_dispatch_from_build(plan.plan)
+    a = plan.plan.allpairs
     job = ShardJobSettings(a.shard_cpus, a.shard_partition, a.shard_mem, a.shard_time)
     work = sharded_pass(settings, units, band, todo, a.shards, folder.path.name)
     context.log.info(
@@ -101,7 +103,7 @@ def slurm_shards(
 
 def all_pairs_pass(
     context: dg.AssetExecutionContext,
-    build: BuildConfig,
+    plan: PlanReads,
     scorer: PairScorer,
     band: Band,
     label: str,
@@ -110,8 +112,8 @@ def all_pairs_pass(
     killed; returns its totals and figures."""
     started = time.monotonic()
     arrays = scorer.arrays
-    units = row_units(arrays.n_docs, unit_count(build, arrays.n_docs))
-    folder = pass_folder(build, scorer, band, label)
+    units = row_units(arrays.n_docs, unit_count(plan, arrays.n_docs))
+    folder = pass_folder(plan, scorer, band, label)
     figures = {"units": len(units), "folder": str(folder.path), "band": list(band.as_tuple())}
     done = folder.complete()
     if done is not None:
@@ -122,8 +124,8 @@ def all_pairs_pass(
     if resumed:
         context.log.info(f"{label}: resuming, {resumed}/{len(units)} units done")
     todo = [u for u in range(len(units)) if u not in totals.units_done]
-    if build.execution == "slurm" and todo:
-        figures["slurm"] = slurm_shards(context, build, arrays, units, band, folder, todo)
+    if plan.plan.execution == "slurm" and todo:
+        figures["slurm"] = slurm_shards(context, plan, arrays, units, band, folder, todo)
         totals = folder.resumed(arrays.n_docs, band)
     totals.add(
         run_pass(
@@ -131,8 +133,8 @@ def all_pairs_pass(
             units,
             band,
             skip=totals.units_done,
-            workers=worker_count(build),
-            after_unit=folder.writer(build.allpairs.checkpoint_seconds),
+            workers=worker_count(plan),
+            after_unit=folder.writer(plan.plan.allpairs.checkpoint_seconds),
             progress=_logger(context, label),
         )
     )
@@ -145,14 +147,14 @@ def all_pairs_pass(
         "unordered_pairs": pairs,
         "pairs_per_second": round(pairs / max(seconds, 1e-9)),
         "units_resumed": resumed,
-        "workers": worker_count(build),
+        "workers": worker_count(plan),
         "peak_rss_mb": peak_rss_mb(),
     }
 
 
 def banded_pass(
     context: dg.AssetExecutionContext,
-    build: BuildConfig,
+    plan: PlanReads,
     scorer: PairScorer,
     quantile: float,
     label: str,
@@ -160,17 +162,17 @@ def banded_pass(
     """Pass 1: the band sample (seeded by the build's seed), then the pass that gives the exact
     histograms and, for thresholds inside the bands, the group counts."""
     started = time.monotonic()
-    rows = sample_rows(scorer.n_docs, build.seed)
-    band = sample_band(sample_histograms(scorer.arrays, rows, worker_count(build)), quantile)
+    rows = sample_rows(scorer.n_docs, plan.seed)
+    band = sample_band(sample_histograms(scorer.arrays, rows, worker_count(plan)), quantile)
     sample = {"rows": len(rows), "seconds": round(time.monotonic() - started, 1)}
     context.log.info(f"{label}: band sample of {len(rows)} rows: {band}")
-    totals, figures = all_pairs_pass(context, build, scorer, band, label)
+    totals, figures = all_pairs_pass(context, plan, scorer, band, label)
     return totals, {**figures, "sample": sample}
 
 
 def exact_counts(
     context: dg.AssetExecutionContext,
-    build: BuildConfig,
+    plan: PlanReads,
     scorer: PairScorer,
     totals: PassTotals | None,
     thresholds: tuple[float, float],
@@ -185,5 +187,5 @@ def exact_counts(
         f"{label}: the thresholds {thresholds} lie outside the sampled bands "
         f"{totals.band if totals else None}: one more pass counts the groups exactly"
     )
-    exact, figures = all_pairs_pass(context, build, scorer, Band.exact(*thresholds), label)
+    exact, figures = all_pairs_pass(context, plan, scorer, Band.exact(*thresholds), label)
     return exact.counts, {"second_pass": True, **figures}

@@ -13,7 +13,7 @@ import dagster as dg
 import numpy as np
 import polars as pl
 
-from saber_assets.tables import matrix_path, stored_ontology
+from saber_assets.tables import matrix_path, stored_matrix, stored_ontology
 from saber_core.discovery.blocks import neighbour_frame, stream_rows
 from saber_core.discovery.per_query import (
     bma_block,
@@ -25,7 +25,7 @@ from saber_core.discovery.per_query import (
 )
 from saber_core.discovery.pools import PoolConfig, sample_queries
 from saber_core.signals.jaccard import TOKENIZER_VERSION, build_token_matrix, jaccard_dense_block
-from saber_resources.config import BuildConfig
+from saber_resources.config import BuildConfig, PlanReads
 from saber_resources.store.database import DuckDBStore
 from saber_runtime.metadata import check
 from saber_runtime.stage import StageOutput, materialize_stage
@@ -36,20 +36,26 @@ def queries(
     context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
 ) -> dg.MaterializeResult:
     """Queries drawn per domain (balanced, seeded) from documents with a summary and topics."""
-    n_queries = build.pools.n_queries
+    plan = build.reads()
+    n_queries = plan.pools.n_queries
 
     def compute() -> StageOutput:
         corpus = store.read_table("corpus").with_row_index("doc_index")
         with_topics = store.read_table("topic_annotations")["doc_id"].unique()
+        summary = pl.col("summary")
+        written = store.read_table("summaries").filter(
+            summary.is_not_null() & (summary.str.strip_chars() != "")
+        )["doc_id"]
         eligible = corpus.filter(
-            pl.col("doc_id").is_in(with_topics.implode()) & pl.col("summary").is_not_null()
+            pl.col("doc_id").is_in(with_topics.implode())
+            & pl.col("doc_id").is_in(written.implode())
         )
-        picked = sample_queries(eligible["domain"].to_list(), n_queries, build.seed)
+        picked = sample_queries(eligible["domain"].to_list(), n_queries, plan.seed)
         table = (
             eligible[picked]
             .select(pl.col("doc_id").alias("query_id"), "doc_index", "domain")
             .with_row_index("query_index")
-            .with_columns(pl.lit(build.seed).alias("seed"))
+            .with_columns(pl.lit(plan.seed).alias("seed"))
         )
         return StageOutput(
             {"queries": table},
@@ -60,13 +66,12 @@ def queries(
             },
         )
 
-    settings = {"n_queries": n_queries, "seed": build.seed}
-    return materialize_stage(context, store, settings=settings, compute=compute)
+    return materialize_stage(context, store, plan, compute=compute)
 
 
 def score_matrix(
     context: dg.AssetExecutionContext,
-    build: BuildConfig,
+    plan: PlanReads,
     store: DuckDBStore,
     score: str,
     block: Callable[[np.ndarray], np.ndarray],
@@ -78,7 +83,7 @@ def score_matrix(
     doc_ids = store.read_table("corpus")["doc_id"].to_numpy()
     query_table = store.read_table("queries")
     rows = query_table["doc_index"].to_numpy()
-    path = matrix_path(build, name)
+    path = matrix_path(plan, name)
     path.parent.mkdir(parents=True, exist_ok=True)
     shape = (len(rows), len(doc_ids))
     matrix = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=shape)
@@ -86,7 +91,7 @@ def score_matrix(
         matrix,
         rows,
         block,
-        build.pools.neighbours_kept,
+        plan.pools.neighbours_kept,
         progress=lambda done, total: context.log.info(f"{name}: queries {done}/{total}"),
     )
     matrix.flush()
@@ -96,15 +101,12 @@ def score_matrix(
     return StageOutput({name: table}, figures=figures, files=[path])
 
 
-def _matrix_settings(build: BuildConfig, **extra) -> dict:
-    return {"k": build.pools.neighbours_kept, "home": str(build.artifacts_dir), **extra}
-
-
-@dg.asset(group_name="discovery", deps=["ontology", "topic_annotations", "queries"])
+@dg.asset(group_name="discovery", deps=["corpus", "ontology", "topic_annotations", "queries"])
 def topic_similarity(
     context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
 ) -> dg.MaterializeResult:
     """BMA-Lin topic similarity of every query to every corpus document."""
+    plan = build.reads()
 
     def compute() -> StageOutput:
         onto = stored_ontology(store)
@@ -118,16 +120,17 @@ def topic_similarity(
         sets = doc_topic_sets(onto, lists)
         index = build_bma_index(onto, sets)
         block = lambda rows: bma_block(onto, index, query_topics(sets, rows))  # noqa: E731
-        return score_matrix(context, build, store, "bma", block)
+        return score_matrix(context, plan, store, "bma", block)
 
-    return materialize_stage(context, store, settings=_matrix_settings(build), compute=compute)
+    return materialize_stage(context, store, plan, compute=compute)
 
 
-@dg.asset(group_name="discovery", deps=["summaries", "queries"])
+@dg.asset(group_name="discovery", deps=["corpus", "summaries", "queries"])
 def summary_similarity(
     context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
 ) -> dg.MaterializeResult:
     """Jaccard similarity of summary word sets, every query to every corpus document."""
+    plan = build.reads()
 
     def compute() -> StageOutput:
         doc_ids = store.read_table("corpus")["doc_id"]
@@ -136,12 +139,11 @@ def summary_similarity(
         )
         tokens = build_token_matrix(summaries["summary"])
         block = lambda rows: jaccard_dense_block(tokens.rows(rows), tokens)  # noqa: E731
-        output = score_matrix(context, build, store, "jaccard", block)
+        output = score_matrix(context, plan, store, "jaccard", block)
         output.figures["tokenizer_version"] = TOKENIZER_VERSION
         return output
 
-    settings = _matrix_settings(build, tokenizer=TOKENIZER_VERSION)
-    return materialize_stage(context, store, settings=settings, compute=compute)
+    return materialize_stage(context, store, plan, compute=compute)
 
 
 def pool_checks(config: PoolConfig, pools: pl.DataFrame) -> list[dg.AssetCheckResult]:
@@ -194,17 +196,18 @@ def candidate_pools(
     context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
 ) -> dg.MaterializeResult:
     """Per query: the pool in released order, with group, BMA, Jaccard and relaxed flag."""
-    config = build.pool_config()
+    plan = build.reads()
+    config = plan.pools.config
 
     def compute() -> StageOutput:
         corpus, query_table = store.read_table("corpus"), store.read_table("queries")
         result = select_pools(
             query_table["doc_index"].to_numpy(),
-            np.load(matrix_path(build, "topic_similarity"), mmap_mode="r"),
-            np.load(matrix_path(build, "summary_similarity"), mmap_mode="r"),
+            stored_matrix(plan, "topic_similarity"),
+            stored_matrix(plan, "summary_similarity"),
             build_token_matrix(corpus["problem"]),
             config,
-            build.seed,
+            plan.seed,
             progress=lambda done, total: context.log.info(f"candidate_pools: {done}/{total}"),
         )
         pools, outcomes = pool_frames(result, query_table["query_id"].to_list(), corpus["doc_id"])
@@ -224,20 +227,22 @@ def candidate_pools(
     return materialize_stage(
         context,
         store,
-        settings={**config.as_provenance(), "seed": build.seed},
+        plan,
         compute=compute,
         checks=lambda tables, _: pool_checks(config, tables["candidate_pools"]),
     )
 
 
-def alternative_pools(context, build, store, corpus, alternative) -> tuple[pl.DataFrame, int]:
+def alternative_pools(
+    context, plan: PlanReads, store, corpus, alternative
+) -> tuple[pl.DataFrame, int]:
     """Pools selected from the other recipe's summaries (same topic similarity, thresholds and
     seed); the number of documents without an alternative summary."""
     aligned = corpus.select("doc_id").join(alternative, on="doc_id", how="left")
     tokens = build_token_matrix(aligned["summary"])
     score_matrix(
         context,
-        build,
+        plan,
         store,
         "jaccard",
         lambda rows: jaccard_dense_block(tokens.rows(rows), tokens),
@@ -246,11 +251,11 @@ def alternative_pools(context, build, store, corpus, alternative) -> tuple[pl.Da
     queries = store.read_table("queries")
     found = select_pools(
         queries["doc_index"].to_numpy(),
-        np.load(matrix_path(build, "topic_similarity"), mmap_mode="r"),
-        np.load(matrix_path(build, "recipe_summary_similarity"), mmap_mode="r"),
+        stored_matrix(plan, "topic_similarity"),
+        stored_matrix(plan, "recipe_summary_similarity"),
         build_token_matrix(corpus["problem"]),
-        build.pool_config(),
-        build.seed,
+        plan.pools.config,
+        plan.seed,
     )
     pools, _ = pool_frames(found, queries["query_id"].to_list(), corpus["doc_id"])
     return pools, int(aligned["summary"].null_count())

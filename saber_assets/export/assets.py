@@ -5,9 +5,12 @@ import dagster as dg
 import polars as pl
 
 from saber_assets.export.report import judge_warning, ratings_plot, report_markdown, signals_plot
-from saber_assets.export.writer import write_export
-from saber_resources.config import BuildConfig
+from saber_assets.export.writer import write_export, write_manifest
+from saber_resources.config import BuildConfig, PlanReads, unwrap
+from saber_resources.embeddings.embedder import model_identity
 from saber_resources.judges import PairwiseJudge
+from saber_resources.llm.base import LLMBackend
+from saber_resources.provenance import build_manifest
 from saber_resources.slurm import SlurmDispatch, producing_runs, report_items
 from saber_resources.store.database import DuckDBStore
 from saber_runtime.stage import StageOutput, materialize_stage
@@ -31,9 +34,10 @@ def benchmark_export(
     context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
 ) -> dg.MaterializeResult:
     """The released benchmark files under ``$SABER_HOME/export``."""
+    plan = build.reads()
 
     def compute() -> StageOutput:
-        out = build.export_dir
+        out = plan.paths.export_dir
         counts = write_export(store, out)
         files = pl.DataFrame({"file": list(counts), "rows": list(counts.values())})
         return StageOutput(
@@ -42,12 +46,23 @@ def benchmark_export(
             files=[out / f for f in counts],
         )
 
-    return materialize_stage(
-        context, store, settings={"out": str(build.export_dir)}, compute=compute
-    )
+    return materialize_stage(context, store, plan, compute=compute)
 
 
-def _report_items(build: BuildConfig, store: DuckDBStore, provenance: dict) -> list[tuple]:
+def _threshold_items(plan: PlanReads) -> list[tuple]:
+    """How high and low were decided, saying whether the numbers are quantiles or values."""
+    t = plan.thresholds
+    if t.mode == "global_percentile":
+        return [("thresholds", "mode", f"global percentile {t.quantile} over all ordered pairs")]
+    kind = "quantiles of each query's eligible scores" if t.mode == "quantile" else "values"
+    return [
+        ("thresholds", "mode", f"per query, {kind}"),
+        ("thresholds", "topic high/low", f"{t.topic_high}/{t.topic_low} ({t.mode})"),
+        ("thresholds", "summary high/low", f"{t.summary_high}/{t.summary_low} ({t.mode})"),
+    ]
+
+
+def _report_items(plan: PlanReads, store: DuckDBStore, provenance: dict) -> list[tuple]:
     pools, outcomes = store.read_table("candidate_pools"), store.read_table("pool_outcomes")
     judgments = store.read_table("judgments")
     ratings = store.read_table("bt_ratings").join(
@@ -55,38 +70,54 @@ def _report_items(build: BuildConfig, store: DuckDBStore, provenance: dict) -> l
     )
     status = dict(outcomes.group_by("status").len().rows())
     by_group = ratings.group_by("group").agg(pl.col("rating").mean()).sort("group")
-    p = build.pools
+    shown = sorted(judgments["shown_first"].unique().to_list()) if judgments.height else []
+    t, r = plan.tournament, plan.rating
     return [
-        ("inputs", "corpus", build.inputs.corpus),
-        ("inputs", "ontology", build.inputs.ontology),
+        ("inputs", "corpus", plan.inputs.corpus),
+        ("inputs", "ontology", plan.inputs.ontology),
         ("inputs", "corpus rows", str(store.read_table("corpus").height)),
         ("inputs", "quarantined rows", str(store.read_table("corpus_quarantine").height)),
         *[
             ("construction", k, str(v))
-            for k, v in build.construction_plan().as_provenance().items()
+            for k, v in unwrap(plan.construction).as_provenance().items()
         ],
+        *_threshold_items(plan),
         ("pools", "queries", str(outcomes.height)),
         ("pools", "query status", ", ".join(f"{k}: {v}" for k, v in sorted(status.items()))),
-        ("pools", "pool size", f"{p.n_topic_only}/{p.n_summary_only}/{p.n_both}"),
+        ("pools", "pool size", "/".join(map(str, plan.pools.sizes))),
         ("pools", "relaxed candidates", str(int(pools["relaxed"].sum()))),
-        ("tournament", "rounds", str(build.tournament.rounds)),
+        ("tournament", "pairing", f"{t.pairing} (seed {t.seed})"),
+        ("tournament", "shown first (judgments)", ", ".join(shown)),
+        ("tournament", "judge calls per pair", str(t.calls_per_judgment)),
+        ("tournament", "rounds", str(t.rounds)),
         ("tournament", "judgments", str(judgments.height)),
         ("tournament", "dropped", str(judgments["outcome"].null_count())),
+        ("ratings", "Bradley–Terry", f"{r.fit}, {'soft' if r.soft else 'hard'} outcomes, C {r.c}"),
         *[("ratings", f"mean rating ({g})", f"{m:.3f}") for g, m in by_group.rows()],
         *[("judge", k, "" if v is None else v) for k, v in provenance.items()],
     ]
 
 
 def _audit_items(store: DuckDBStore) -> list[tuple]:
-    """The build report's rows for the published-defect audit (one per fix)."""
-    rows = []
-    for r in store.read_table("sabermath_audit").iter_rows(named=True):
-        direction = "off (build has it)" if r["build_has_fix"] else "on"
+    """The build report's rows for the published-defect audit: the control first (and what it
+    means when it does not reproduce the build), then one row per fix."""
+    table = store.read_table("sabermath_audit")
+    control = table.row(0, named=True)
+    exact = control["rating_spearman"] >= 1.0 - 1e-12 and control["bm25_ndcg_shift"] == 0.0
+    verdict = (
+        "reproduces the build"
+        if exact
+        else ("DOES NOT reproduce the build: the fixes' numbers below measure the replay too")
+    )
+    rows = [("published-defect audit", "control (no fix)", verdict)]
+    for r in table.iter_rows(named=True):
+        control = r["fix"].startswith("control")
+        direction = "" if control else (" off (build has it)" if r["build_has_fix"] else " on")
         shift = r["bm25_ndcg_shift"]
         rows.append(
             (
                 "published-defect audit",
-                f"{r['fix']} {direction}",
+                f"{r['fix']}{direction}",
                 f"pools changed {r['pools_changed']:.0%}, rating Spearman "
                 f"{r['rating_spearman']:.3f}, BM25 nDCG@10 shift {shift:+.4f} "
                 f"({r['queries']} queries)",
@@ -96,11 +127,11 @@ def _audit_items(store: DuckDBStore) -> list[tuple]:
 
 
 def _slurm_items(
-    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore, slurm: SlurmDispatch
+    context: dg.AssetExecutionContext, execution: str, store: DuckDBStore, slurm: SlurmDispatch
 ) -> tuple[list[tuple], dict]:
     """The SLURM cost section (runs that made the current LLM tables), or nothing."""
     runs = producing_runs(store)
-    if build.execution != "slurm" and not runs:
+    if execution != "slurm" and not runs:
         return [], {}
     try:
         return report_items(slurm, store, runs)
@@ -118,6 +149,7 @@ def build_report(
 ) -> dg.MaterializeResult:
     """A Markdown report of the build (inputs, construction, pools, tournament, judge, the
     published-defect audit, SLURM cost) with plots."""
+    plan = build.reads()
     provenance = judge.provenance()
     audited = "sabermath_audit" in [
         d.asset_key.to_user_string()
@@ -125,11 +157,11 @@ def build_report(
     ]
 
     def compute() -> StageOutput:
-        out = build.export_dir
+        out = plan.paths.export_dir
         out.mkdir(parents=True, exist_ok=True)
-        slurm_items, slurm_figures = _slurm_items(context, build, store, slurm)
-        items = _report_items(build, store, provenance)
-        items += (_audit_items(store) if audited else []) + slurm_items
+        slurm_items, slurm_figures = _slurm_items(context, plan.plan.execution, store, slurm)
+        items = _report_items(plan, store, provenance)
+        items += (_audit_items(store) if audited else []) + slurm_items + _reproduce_items(store)
         pools = store.read_table("candidate_pools")
         ratings = store.read_table("bt_ratings").join(
             pools.select("query_id", "doc_id", "group"), on=["query_id", "doc_id"]
@@ -140,7 +172,7 @@ def build_report(
         }
         warning = judge_warning(provenance)
         report = out / "report.md"
-        report.write_text(report_markdown(build.profile, warning, items, plots))
+        report.write_text(report_markdown(plan.profile, warning, items, plots))
         table = pl.DataFrame(items, schema=["section", "item", "value"], orient="row")
         return StageOutput(
             {"build_report": table},
@@ -149,18 +181,76 @@ def build_report(
             plots=plots,
         )
 
-    settings = {
-        "out": str(build.export_dir),
-        **provenance,
-        "plan": build.construction_plan().as_provenance(),
-    }
-    return materialize_stage(context, store, settings=settings, compute=compute)
+    extra = {"judge": provenance}
+    return materialize_stage(context, store, plan, compute=compute, extra=extra)
 
 
-REPORT_DEPS = ["benchmark_export", "corpus", "candidate_pools", "judgments", "bt_ratings"]
+REPORT_DEPS = ["corpus", "candidate_pools", "judgments", "bt_ratings", "build_manifest"]
+
+
+def _reproduce_items(store: DuckDBStore) -> list[tuple]:
+    """How to make this build again, from the build manifest."""
+    made = store.figures_of("build_manifest")
+    commit = made.get("commit") or "unknown (no git checkout)"
+    dirty = " with uncommitted changes" if made.get("dirty") else ""
+    return [
+        ("reproduce", "code", f"commit {commit}{dirty}"),
+        ("reproduce", "manifest", made["manifest"]),
+        ("reproduce", "command", f"saber build --from-manifest {made['manifest']}"),
+    ]
 
 
 def build_report_asset(audited: bool) -> dg.AssetsDefinition:
     """``build_report`` (reading the published-defect audit when the build has one)."""
     deps = [*REPORT_DEPS, *(["sabermath_audit"] if audited else [])]
     return dg.asset(group_name="export", deps=deps, kinds={"markdown"})(build_report)
+
+
+def _models(plan: PlanReads, llm: LLMBackend, judge: PairwiseJudge) -> dict:
+    """The identities of the models behind the labels (the LLM only when a stage uses it)."""
+    uses_llm = "llm" in (plan.annotation.summaries, plan.annotation.topics, plan.tournament.judge)
+    return {
+        "llm": llm.identity() if uses_llm else None,
+        "judge": judge.provenance(),
+        "embedder": model_identity(),
+    }
+
+
+def build_manifest_asset(upstream: list[str]) -> dg.AssetsDefinition:
+    """``build_manifest``: ``manifest.json`` in the export folder — the files, what made the
+    build (commit, settings and where they came from, package versions, input and prompt
+    hashes, models: :mod:`saber_resources.provenance`) and the fingerprint and data version of
+    every ``upstream`` asset; ``saber build --from-manifest`` rebuilds from it."""
+
+    @dg.asset(name="build_manifest", group_name="export", deps=upstream, kinds={"json"})
+    def _manifest(
+        context: dg.AssetExecutionContext,
+        build: BuildConfig,
+        store: DuckDBStore,
+        llm: LLMBackend,
+        judge: PairwiseJudge,
+    ) -> dg.MaterializeResult:
+        plan = build.reads()
+        made = build_manifest(build, _models(plan, llm, judge))
+
+        def compute() -> StageOutput:
+            out = plan.paths.export_dir
+            files = {k[5:]: v for k, v in store.figures_of("benchmark_export").items()
+                     if k.startswith("rows/")}  # fmt: skip
+            assets = store.versions_of(upstream)
+            path = write_manifest(out, files, made, assets)
+            table = pl.DataFrame({"asset": list(assets), **_columns(assets)})
+            figures = {"manifest": str(path), "commit": made["code"].get("commit"),
+                       "dirty": made["code"].get("dirty")}  # fmt: skip
+            return StageOutput({"build_manifest": table}, figures=figures, files=[path])
+
+        return materialize_stage(context, store, plan, compute=compute, extra={"manifest": made})
+
+    return _manifest
+
+
+def _columns(assets: dict) -> dict:
+    return {
+        "fingerprint": [v["fingerprint"] for v in assets.values()],
+        "data_version": [v["data_version"] for v in assets.values()],
+    }

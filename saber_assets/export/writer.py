@@ -19,7 +19,8 @@ Files written to the export folder:
   ``Problem: …\\n\\nSolution: …``), ``queries.jsonl`` (``_id, text`` = the problem statement) and
   ``qrels/test.tsv`` with graded integer labels ``round_half_up(rating)`` in 0..5 for every
   candidate (BEIR/MTEB tools need integers; the float ratings stay in ``queries.jsonl``);
-* ``manifest.json`` — counts and the build's provenance.
+* ``manifest.json`` — counts, what made the build and every asset's fingerprint
+  (written by the ``build_manifest`` asset, :func:`write_manifest`).
 """
 
 import json
@@ -181,5 +182,14 @@ def write_export(store: DuckDBStore, out: Path) -> dict[str, int]:
         "judgments.parquet": judgments.height,
         "beir/qrels/test.tsv": qrels.height,
     }
-    (out / "manifest.json").write_text(json.dumps({"files": counts}, indent=2))
     return counts
+
+
+def write_manifest(out: Path, files: dict[str, int], build: dict, assets: dict) -> Path:
+    """``manifest.json``: the export's files and row counts, what made the build
+    (:func:`saber_resources.provenance.build_manifest`) and every asset's fingerprint and data
+    version (the tables behind the files)."""
+    path = out / "manifest.json"
+    payload = {"files": files, "build": build, "assets": assets}
+    path.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str))
+    return path

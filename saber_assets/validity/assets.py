@@ -19,8 +19,8 @@ import polars as pl
 
 from saber_assets.discovery import alternative_pools
 from saber_assets.tables import corpus_texts, pool_matrix
-from saber_assets.tournament import bound_judge, pairing_settings, round_rules, with_provenance
-from saber_assets.validity.labels import label_figures, label_settings
+from saber_assets.tournament import bound_judge, with_provenance
+from saber_assets.validity.labels import label_extra, label_figures
 from saber_assets.validity.report import (
     recipe_plot,
     round_robin_plot,
@@ -42,11 +42,15 @@ from saber_core.validity.reliability import (
 from saber_core.validity.round_robin import round_robin_agreement
 from saber_core.validity.triage import triage_replay
 from saber_eval.version import code_hash as eval_code_hash
-from saber_resources.config import BuildConfig
+from saber_resources.config import BuildConfig, PlanReads
 from saber_resources.judges import PairwiseJudge
 from saber_resources.slurm import SlurmDispatch
 from saber_resources.store.database import DuckDBStore
-from saber_resources.store.sources import alternative_summaries, load_corpus_frame
+from saber_resources.store.sources import (
+    alternative_summaries,
+    load_corpus_frame,
+    source_fingerprint,
+)
 from saber_runtime.metadata import check
 from saber_runtime.stage import StageOutput, materialize_stage
 
@@ -55,27 +59,23 @@ RECIPE_RETRIEVERS = ("bm25", "st:minilm")
 RECIPE_STREAM = 9  # the recipe query sample draws from default_rng([seed, 9])
 
 
-def _soft_settings(build: BuildConfig) -> dict:
-    t = build.tournament
-    return {"seed": build.seed, "C": t.bt_c, **({"soft": True} if t.bt_soft else {})}
-
-
 @dg.asset(group_name="validity", deps=["judgments", "candidate_pools"])
 def rating_intervals(
     context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
 ) -> dg.MaterializeResult:
     """Percentile bootstrap 95% intervals of every rating (seeded; resampled judgments)."""
-    t, draws = build.tournament, build.validity.bootstrap
+    plan = build.reads()
+    rating, draws = plan.rating, plan.validity.bootstrap
 
     def compute() -> StageOutput:
         query_ids, docs = pool_matrix(store)
         nq, n = docs.shape
         played = PlayedRounds.from_frame(store.read_table("judgments"), query_ids, n)
         boot = bootstrap_intervals(
-            played.comparisons(t.bt_soft),
+            played.comparisons(rating.soft),
             n_boot=draws,
-            seed=build.seed,
-            C=t.bt_c,
+            seed=plan.seed,
+            C=rating.c,
             keep_replicates=False,
         )
         table = pl.DataFrame(
@@ -93,8 +93,7 @@ def rating_intervals(
         figures = {"bootstrap_draws": draws, "level": boot.level, "mean_width_0_5": width}
         return StageOutput({"rating_intervals": table}, figures=figures)
 
-    settings = {"B": draws, **_soft_settings(build)}
-    return materialize_stage(context, store, settings=settings, compute=compute)
+    return materialize_stage(context, store, plan, compute=compute)
 
 
 # ----------------------------------------------------------------------------- recipe
@@ -112,23 +111,23 @@ def _digest(frame: pl.DataFrame | None) -> str | None:
     return digest.hexdigest()
 
 
-def _recipe_comparison(context, build, store, judge, slurm, corpus, pools, own, other):
+def _recipe_comparison(context, plan, store, judge, slurm, corpus, pools, own, other):
     """Play the build's tournament on the other recipe's pools (a seeded sample of the queries
     both recipes could fill) and compare: (tables, figures, plot)."""
     ratings = store.read_table("bt_ratings").sort("query_id", "position")
     both = sorted(set(ratings["query_id"]) & set(pools["query_id"]))
-    picked = sample_subset(both, build.validity.recipe_queries, build.seed, RECIPE_STREAM)
+    picked = sample_subset(both, plan.validity.recipe_queries, plan.seed, RECIPE_STREAM)
     pools = pools.filter(pl.col("query_id").is_in(picked)).sort("query_id", "position")
     played = play_variant(
         context,
-        build,
+        plan,
         store,
         judge,
         slurm,
         corpus,
         pools,
-        round_rules(build),
-        build.construction_plan().bt,
+        plan.tournament.rules,
+        plan.rating.fit,
         RECIPE_RETRIEVERS,
         (own, other),
         "recipe_sensitivity",
@@ -142,7 +141,7 @@ def _recipe_comparison(context, build, store, judge, slurm, corpus, pools, own, 
         on=["query_id", "doc_id"],
     )
     plot = recipe_plot(
-        shared, ndcg, own, other, RECIPE_RETRIEVERS, build.export_dir / "validity_recipe.png"
+        shared, ndcg, own, other, RECIPE_RETRIEVERS, plan.paths.export_dir / "validity_recipe.png"
     )
     tables = {
         "recipe_queries": played.agreement,
@@ -187,14 +186,13 @@ EMPTY_RECIPE = {  # written empty, so no table of an earlier recipe run stays be
 }
 
 
-def _recipe_checks(build: BuildConfig):
+def _recipe_checks(size: int):
     def checks(tables, figures) -> list[dg.AssetCheckResult]:
         pools, t = tables["recipe_pools"], tables["recipe_judgments"]
         if t.height == 0:
             return [
                 check("recipe_tournament_valid", True, f"nothing to check: {figures['recipe']}")
             ]
-        size = build.pool_config().pool_size
         bad_size = pools.group_by("query_id").len().filter(pl.col("len") != size).height
         self_rows = pools.filter(pl.col("query_id") == pl.col("doc_id")).height
         bad = tournament_violations(t, t["shown_first"][0])
@@ -223,9 +221,10 @@ def recipe_sensitivity(
 ) -> dg.MaterializeResult:
     """Pools, tournament and ratings from the other summary recipe; overlap, rank correlation
     of shared candidates' ratings and the BM25 / MiniLM nDCG@10 shift between the two."""
+    plan = build.reads()
     corpus, own = store.read_table("corpus"), _own_origin(store)
     alternative, other, description = alternative_summaries(
-        build.validity.recipe_summaries, build.inputs.corpus, own, corpus
+        plan.validity.recipe_summaries, plan.inputs.corpus, own, corpus
     )
 
     def compute() -> StageOutput:
@@ -235,10 +234,9 @@ def recipe_sensitivity(
             return StageOutput(
                 empty, figures={"recipe": f"n/a: {description}", "own_summaries": own}
             )
-        engine = build.construction_plan().engine
-        pools, missing = alternative_pools(engine)(context, build, store, corpus, alternative)
+        pools, missing = alternative_pools(plan.engine)(context, plan, store, corpus, alternative)
         tables, figures, plot = _recipe_comparison(
-            context, build, store, judge, slurm, corpus, pools, own, other
+            context, plan, store, judge, slurm, corpus, pools, own, other
         )
         figures = {
             **head,
@@ -248,36 +246,22 @@ def recipe_sensitivity(
         }
         return StageOutput(tables, figures=figures, plots={"recipe": plot})
 
-    settings = {
-        "recipe": build.validity.recipe_summaries,
-        "recipe_queries": build.validity.recipe_queries,
+    extra = {
         "description": description,
         "alternative": _digest(alternative),
-        **build.pool_config().as_provenance(),
-        "seed": build.seed,
-        "rounds": build.tournament.rounds,
-        "C": build.tournament.bt_c,
-        "soft": build.tournament.bt_soft,
-        **pairing_settings(build),
-        **judge.provenance(),
+        "judge": judge.provenance(),
         "tokenizer": TOKENIZER_VERSION,
         "retrievers": list(RECIPE_RETRIEVERS),
         "eval_code": eval_code_hash(),
     }
+    size = plan.plan.pools.config.pool_size  # the check's expectation, not an input
     return materialize_stage(
-        context, store, settings=settings, compute=compute, checks=_recipe_checks(build)
+        context, store, plan, compute=compute, extra=extra, checks=_recipe_checks(size)
     )
 
 
 RECIPE_DEPS = {
-    "per_query": [
-        "corpus",
-        "summaries",
-        "queries",
-        "topic_similarity",
-        "candidate_pools",
-        "bt_ratings",
-    ],
+    "per_query": ["corpus", "summaries", "queries", "topic_similarity", "bt_ratings"],
     "all_pairs": [
         "corpus",
         "summaries",
@@ -285,7 +269,6 @@ RECIPE_DEPS = {
         "topic_annotations",
         "queries",
         "pair_histograms",
-        "candidate_pools",
         "bt_ratings",
     ],
 }
@@ -303,9 +286,9 @@ def recipe_sensitivity_asset(engine: str) -> dg.AssetsDefinition:
 
 
 # ----------------------------------------------------------------------------- report
-def _contamination(build: BuildConfig, corpus, query_ids, docs) -> tuple[pl.DataFrame, str]:
+def _contamination(plan: PlanReads, corpus, query_ids, docs) -> tuple[pl.DataFrame, str]:
     """Two-way containment of queries and candidates against the registered external corpus."""
-    v = build.validity
+    v = plan.validity
     if not v.contamination_corpus:
         return pl.DataFrame(), "no external corpus registered (contamination_corpus)"
     external = load_corpus_frame(v.contamination_corpus)
@@ -334,7 +317,7 @@ def _cheap_relevance(corpus: pl.DataFrame, query_ids: list[str], docs: np.ndarra
 
 
 def _validity_figures(store, rr, half, triage, slope, contamination, note) -> dict:
-    recipe = store.manifest_entry("recipe_sensitivity")["metadata"]["figures"]
+    recipe = store.figures_of("recipe_sensitivity")
     intervals = store.read_table("rating_intervals")
     width = intervals.select((pl.col("rating_upper") - pl.col("rating_lower")).mean()).item()
     llm = (store.read_table("summaries")["summary_origin"] == "llm").any()
@@ -362,13 +345,13 @@ def _validity_figures(store, rr, half, triage, slope, contamination, note) -> di
     }
 
 
-def _write_report(build, store, figures, rr, triage) -> tuple[Path, dict[str, Path]]:
+def _write_report(plan, store, figures, rr, triage) -> tuple[Path, dict[str, Path]]:
     """``validity.md`` and its plots in the export folder."""
-    out = build.export_dir
+    out = plan.paths.export_dir
     plots = {"triage": triage_plot(triage, out / "validity_triage.png")}
     if rr.height:
         plots["round_robin"] = round_robin_plot(rr, out / "validity_round_robin.png")
-    recipe_ndcg = store.manifest_entry("recipe_sensitivity")["metadata"]["figures"].get("ndcg@10")
+    recipe_ndcg = store.figures_of("recipe_sensitivity").get("ndcg@10")
     if recipe_ndcg:
         plots["recipe"] = out / "validity_recipe.png"
     report = out / "validity.md"
@@ -376,7 +359,7 @@ def _write_report(build, store, figures, rr, triage) -> tuple[Path, dict[str, Pa
     return report, plots
 
 
-def _contamination_checks(build: BuildConfig):
+def _contamination_checks(threshold: float):
     def checks(tables, figures) -> list[dg.AssetCheckResult]:
         flags = tables["contamination_flags"]
         bad = flags.filter(pl.col("is_query")) if flags.height else flags
@@ -384,7 +367,7 @@ def _contamination_checks(build: BuildConfig):
             check(
                 "no_contaminated_queries",
                 figures["n_contaminated_queries"] == 0,
-                f"no query reaches two-way n-gram containment ≥ {build.validity.contam_threshold} "
+                f"no query reaches two-way n-gram containment ≥ {threshold} "
                 f"with the external corpus ({figures['contamination']})",
                 offenders=bad["doc_id"].unique().to_list() if bad.height else [],
             )
@@ -400,6 +383,7 @@ def _contamination_checks(build: BuildConfig):
         "bt_ratings",
         "candidate_pools",
         "corpus",
+        "queries",
         "summaries",
         "rating_intervals",
         "recipe_sensitivity",
@@ -414,26 +398,29 @@ def validity_report(
     slurm: SlurmDispatch,
 ) -> dg.MaterializeResult:
     """Tournament reliability, triage, contamination and recipe figures for this build."""
-    t, v = build.tournament, build.validity
+    plan = build.reads()
+    rating, v = plan.rating, plan.validity
+    external = v.contamination_corpus
 
     def compute() -> StageOutput:
         query_ids, docs = pool_matrix(store)
         corpus, judgments = store.read_table("corpus"), store.read_table("judgments")
-        played = PlayedRounds.from_frame(judgments, query_ids, docs.shape[1]).comparisons(t.bt_soft)
-        bound = bound_judge(context, build, store, judge, slurm, "validity")
-        options = {"seed": build.seed, "soft": t.bt_soft, "C": t.bt_c, "log": bound.log}
+        played = PlayedRounds.from_frame(judgments, query_ids, docs.shape[1])
+        played = played.comparisons(rating.soft)
+        bound = bound_judge(context, plan, store, judge, slurm, "validity")
+        options = {"seed": plan.seed, "soft": rating.soft, "C": rating.c, "log": bound.log}
         texts = corpus_texts(corpus)
         rr = round_robin_agreement(
             query_ids, docs, texts, judgments, bound, k=v.rr_queries, **options
         )
-        half = split_half_reliability(played, seed=build.seed, C=t.bt_c)
+        half = split_half_reliability(played, seed=plan.seed, C=rating.c)
         first_round = judgments["round"].to_numpy() == 1
         cheap = _cheap_relevance(corpus, query_ids, docs)
-        triage, slope = triage_replay(played, first_round, cheap, TRIAGE_THRESHOLDS, C=t.bt_c)
-        contamination, note = _contamination(build, corpus, query_ids, docs)
+        triage, slope = triage_replay(played, first_round, cheap, TRIAGE_THRESHOLDS, C=rating.c)
+        contamination, note = _contamination(plan, corpus, query_ids, docs)
         figures = _validity_figures(store, rr, half, triage, slope, contamination, note)
-        figures |= label_figures(build, store, judgments, rr, query_ids, docs)
-        report, plots = _write_report(build, store, figures, rr, triage)
+        figures |= label_figures(plan, store, judgments, rr, query_ids, docs)
+        report, plots = _write_report(plan, store, figures, rr, triage)
         tables = {
             "validity_round_robin": rr,
             "validity_triage": triage,
@@ -441,15 +428,10 @@ def validity_report(
         }
         return StageOutput(tables, figures=figures, files=[report], plots=plots)
 
-    settings = {
-        "rr": v.rr_queries,
-        **_soft_settings(build),
-        "external": v.contamination_corpus,
-        "n": v.contam_ngram,
-        "threshold": v.contam_threshold,
-        **judge.provenance(),
-        **label_settings(),
+    extra = {
+        "judge": judge.provenance(),
+        "external": source_fingerprint(external) if external else None,
+        **label_extra(),
     }
-    return materialize_stage(
-        context, store, settings=settings, compute=compute, checks=_contamination_checks(build)
-    )
+    checks = _contamination_checks(plan.plan.validity.contam_threshold)
+    return materialize_stage(context, store, plan, compute=compute, extra=extra, checks=checks)

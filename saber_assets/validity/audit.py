@@ -6,10 +6,14 @@ behaviour, off when it runs the fix — on its queries (a seeded sample of ``aud
 0 = all): discovery fixes (``ancestor_check``, ``root_self_similarity``, ``empty_idea_jaccard``)
 redo the all-pairs discovery (thresholds, counts and the replayed draws) and select the queries'
 pools again; tournament fixes (``sit_outs``, ``presentation``) replay the tournament on the same
-pools; ``bt_exact`` refits the same judgments. Every variant is judged by the build's judge
-through the call cache. Reported per fix: the share of queries whose pool changed, the mean pool
-overlap, the Spearman / Kendall τ of the shared candidates' ratings, and BM25's nDCG@10 on the
-build and on the variant.
+pools; ``bt_exact`` replays the same tournament and fits it exactly. Every variant is judged
+by the build's judge through the call cache, and every sampled query is played as the row it is
+in the build's tournament (:mod:`saber_core.tournament.rows`), so a variant differs from the
+build only by its fix. The first row is a control, replayed with no fix: it must reproduce the
+build (rating Spearman 1.000, nDCG@10 shift 0) — a control that does not is reported, since the
+fixes' numbers would then measure the replay. Reported per fix: the share of queries whose pool
+changed, the mean pool overlap, the Spearman / Kendall τ of the shared candidates' ratings, and
+BM25's nDCG@10 on the build and on the variant.
 """
 
 from dataclasses import replace
@@ -19,11 +23,10 @@ import numpy as np
 import polars as pl
 
 from saber_assets.discovery.all_pairs import INPUTS, variant_pool_frame
-from saber_assets.tournament import round_rules
 from saber_assets.validity.variants import play_variant
 from saber_core.construction import FIX_NEEDS, FIXES, Construction
 from saber_core.validity.reliability import mean_and_se, sample_subset
-from saber_resources.config import BuildConfig
+from saber_resources.config import BuildConfig, PlanReads, unwrap
 from saber_resources.judges import PairwiseJudge
 from saber_resources.slurm import SlurmDispatch
 from saber_resources.store.database import DuckDBStore
@@ -40,10 +43,10 @@ def applicable_fixes(plan: Construction) -> list[str]:
     return [f for f in fits if f not in DISCOVERY_FIXES or plan.engine == "all_pairs"]
 
 
-def audited_fixes(build: BuildConfig) -> list[str]:
+def audited_fixes(plan: PlanReads) -> list[str]:
     """``audit_fixes`` (``all`` = every applicable fix), in :data:`FIXES` order."""
-    wanted = set(build.construction.audit_fixes)
-    applicable = applicable_fixes(build.construction_plan())
+    wanted = set(plan.audit.fixes)
+    applicable = applicable_fixes(unwrap(plan.construction))
     return [f for f in applicable if "all" in wanted or f in wanted]
 
 
@@ -53,26 +56,32 @@ def toggled(plan: Construction, fix: str) -> Construction:
     return replace(plan, fixes=tuple(f for f in FIXES if f in fixes))
 
 
-def _variant(context, build, store, judge, slurm, corpus, sample: list[str], fix: str) -> dict:
-    plan = toggled(build.construction_plan(), fix)
+CONTROL = "control (no fix)"
+
+
+def _variant(context, plan: PlanReads, store, judge, slurm, corpus, sample, fix: str) -> dict:
+    """The build replayed on ``sample`` with ``fix`` toggled (:data:`CONTROL`: nothing toggled,
+    which must reproduce the build exactly)."""
+    steps = unwrap(plan.construction)
+    steps = steps if fix == CONTROL else toggled(steps, fix)
     pools = store.read_table("candidate_pools").filter(pl.col("query_id").is_in(sample))
-    rules = round_rules(build)
+    rules = plan.tournament.rules
     if fix in DISCOVERY_FIXES:
-        pools = variant_pool_frame(context, build, store, plan, sample, f"audit-{fix}")
+        pools = variant_pool_frame(context, plan, store, steps, sample, f"audit-{fix}")
     elif fix in TOURNAMENT_FIXES:
         rules = replace(
-            rules, sit_outs=plan.has_fix("sit_outs"), presentation=plan.has_fix("presentation")
+            rules, sit_outs=steps.has_fix("sit_outs"), presentation=steps.has_fix("presentation")
         )
     played = play_variant(
         context,
-        build,
+        plan,
         store,
         judge,
         slurm,
         corpus,
         pools,
         rules,
-        plan.bt,
+        "exact" if steps.has_fix("bt_exact") else steps.bt,
         ("bm25",),
         ("build", "variant"),
         f"audit {fix}",
@@ -83,7 +92,7 @@ def _variant(context, build, store, judge, slurm, corpus, sample: list[str], fix
     kendall, _ = mean_and_se(agreement["kendall_tau"].fill_null(np.nan).to_numpy())
     return {
         "fix": fix,
-        "build_has_fix": fix in build.construction_plan().fixes,
+        "build_has_fix": fix in plan.construction.fixes,
         "queries": len(sample),
         "queries_with_variant_pool": agreement.height,
         "pools_changed": float((agreement["pool_overlap"] < 1.0).mean())
@@ -108,38 +117,34 @@ def sabermath_audit(
     slurm: SlurmDispatch,
 ) -> dg.MaterializeResult:
     """Per published defect: its measured effect on this build (module docstring)."""
-    fixes = audited_fixes(build)
+    plan = build.reads()
+    fixes = audited_fixes(plan)
 
     def compute() -> StageOutput:
         corpus = store.read_table("corpus")
         query_ids = store.read_table("queries")["query_id"].to_list()
-        k = build.construction.audit_queries
-        sample = sample_subset(query_ids, k, build.seed, AUDIT_STREAM)
+        sample = sample_subset(query_ids, plan.audit.queries, plan.seed, AUDIT_STREAM)
         rows = []
-        for fix in fixes:
+        for fix in [CONTROL, *fixes]:
             context.log.info(f"sabermath_audit: {fix} on {len(sample)} queries")
-            rows.append(_variant(context, build, store, judge, slurm, corpus, sample, fix))
+            rows.append(_variant(context, plan, store, judge, slurm, corpus, sample, fix))
         table = pl.DataFrame(rows, infer_schema_length=None)
-        figures = {"fixes": fixes, "queries": len(sample), "audit": table.to_dicts()}
+        control = table.row(0, named=True)
+        exact = control["rating_spearman"] >= 1.0 - 1e-12 and control["bm25_ndcg_shift"] == 0.0
+        figures = {"fixes": fixes, "queries": len(sample), "control_reproduces_the_build": exact,
+                   "audit": table.to_dicts()}  # fmt: skip
         return StageOutput({"sabermath_audit": table}, figures=figures)
 
-    plan = build.construction_plan()
-    settings = {
-        "plan": plan.as_provenance(),
-        "fixes": fixes,
-        "queries": build.construction.audit_queries,
-        "seed": build.seed,
-        **judge.provenance(),
-    }
-    return materialize_stage(context, store, settings=settings, compute=compute)
+    extra = {"judge": judge.provenance()}
+    return materialize_stage(context, store, plan, compute=compute, extra=extra)
 
 
 def audit_asset(build: BuildConfig) -> list[dg.AssetsDefinition]:
     """The audit asset when some published defect applies to this build (else none)."""
-    if not audited_fixes(build):
+    if not audited_fixes(build.reads()):
         return []
     deps = ["queries", "candidate_pools", "judgments", "bt_ratings"]
-    if build.construction_plan().engine == "all_pairs":
+    if build.plan().engine == "all_pairs":
         deps = [*INPUTS, "pair_histograms", "target_eligibility", *deps]
     return [
         dg.asset(name="sabermath_audit", group_name="validity", deps=deps, kinds={"duckdb"})(

@@ -7,7 +7,6 @@ import numpy as np
 import polars as pl
 
 from saber_assets.evaluation import DEFAULT_RETRIEVERS
-from saber_assets.tournament import calls_per_judgment
 from saber_core.rating.bradley_terry import rescale_ratings
 from saber_core.tournament.presentation import first_answer_share, group_bias
 from saber_core.validity.leaderboard_stability import leaderboard_stability
@@ -16,14 +15,14 @@ from saber_eval.registry import load_registry
 from saber_eval.retrievers import retriever_factory
 from saber_eval.runner import run_retriever
 from saber_eval.version import code_hash as eval_code_hash
-from saber_resources.config import BuildConfig
+from saber_resources.config import PlanReads
 from saber_resources.store.database import DuckDBStore
 
 LEADERBOARD_RETRIEVERS = tuple(r for r in DEFAULT_RETRIEVERS if r != "jaccard")
 
 
 def retriever_scores(
-    build: BuildConfig, store: DuckDBStore, query_ids: list[str], docs: np.ndarray
+    plan: PlanReads, store: DuckDBStore, query_ids: list[str], docs: np.ndarray
 ) -> np.ndarray:
     """Scores (R, Q, n) of the build's default retrievers (:data:`LEADERBOARD_RETRIEVERS`:
     all but ``jaccard``, whose scores are the export's pool signal, not computed from text;
@@ -35,7 +34,8 @@ def retriever_scores(
     bench = in_memory_benchmark(
         "leaderboard-stability", query_ids, pools, [[0.0] * len(p) for p in pools], sides, domains
     )
-    make, registry = retriever_factory(build.eval_cache_path, seed=build.seed), load_registry()
+    cache = plan.plan.paths.embedding_cache  # a cache: where it lives changes no score
+    make, registry = retriever_factory(cache, seed=plan.seed), load_registry()
     runs = [
         run_retriever(bench, make(spec), MAIN_SETTING, registry.get(spec))
         for spec in LEADERBOARD_RETRIEVERS
@@ -44,7 +44,7 @@ def retriever_scores(
 
 
 def leaderboard_figures(
-    build: BuildConfig, store: DuckDBStore, rr: pl.DataFrame, query_ids: list[str], docs
+    plan: PlanReads, store: DuckDBStore, rr: pl.DataFrame, query_ids: list[str], docs
 ) -> dict:
     """Kendall τ of the retriever leaderboard (mean nDCG@10 on the round-robin sample) under
     the build's ratings vs the round-robin ratings, the |ΔnDCG@10| per retriever, and the group
@@ -54,7 +54,7 @@ def leaderboard_figures(
         return {"leaderboard_tau_vs_round_robin": None}
     sample = rr["query_id"].to_list()
     pools = docs[[query_ids.index(q) for q in sample]]
-    scores = retriever_scores(build, store, sample, pools)
+    scores = retriever_scores(plan, store, sample, pools)
     ratings = store.read_table("bt_ratings").filter(pl.col("query_id").is_in(sample))
     own = np.stack(
         [
@@ -78,18 +78,18 @@ def leaderboard_figures(
     }
 
 
-def judging_figures(build: BuildConfig, store: DuckDBStore, judgments: pl.DataFrame) -> dict:
-    """Pairing, presentation, judge calls spent and saved vs a full Swiss of the same rounds
-    (from ``judgments``), and the share of verdicts for the candidate shown first (n/a when
-    each pair's two orders are averaged)."""
-    t = build.tournament
-    spent = store.manifest_entry("judgments")["metadata"]["figures"]
-    order = t.presentation_order()
-    averaged = t.judge == "llm" and calls_per_judgment(build) == 2
+def judging_figures(plan: PlanReads, store: DuckDBStore, judgments: pl.DataFrame) -> dict:
+    """Pairing, presentation (as the judgments record it), judge calls spent and saved vs a
+    full Swiss of the same rounds (from ``judgments``), and the share of verdicts for the
+    candidate shown first (n/a when each pair's two orders are averaged)."""
+    t = plan.tournament
+    spent = store.figures_of("judgments")
+    shown = sorted(judgments["shown_first"].unique().to_list()) if judgments.height else []
+    averaged = t.calls_per_judgment == 2
     outcome = judgments["outcome"].cast(pl.Float64).fill_null(np.nan).to_numpy()
     return {
         "pairing": t.pairing,
-        "presentation": order,
+        "presentation": "|".join(shown) or t.shown_first,
         "judge_calls": spent["judge_calls"],
         "judge_calls_full_swiss": spent["judge_calls_full_swiss"],
         "judge_calls_saved": spent["judge_calls_saved"],
@@ -99,7 +99,7 @@ def judging_figures(build: BuildConfig, store: DuckDBStore, judgments: pl.DataFr
 
 
 def label_figures(
-    build: BuildConfig,
+    plan: PlanReads,
     store: DuckDBStore,
     judgments: pl.DataFrame,
     rr: pl.DataFrame,
@@ -107,11 +107,11 @@ def label_figures(
     docs: np.ndarray,
 ) -> dict:
     """:func:`judging_figures` and :func:`leaderboard_figures` together."""
-    return judging_figures(build, store, judgments) | leaderboard_figures(
-        build, store, rr, query_ids, docs
+    return judging_figures(plan, store, judgments) | leaderboard_figures(
+        plan, store, rr, query_ids, docs
     )
 
 
-def label_settings() -> dict:
-    """What the label figures depend on besides the tables (fingerprinted)."""
+def label_extra() -> dict:
+    """What the label figures depend on outside the plan and the tables (fingerprinted)."""
     return {"leaderboard_retrievers": list(LEADERBOARD_RETRIEVERS), "eval_code": eval_code_hash()}

@@ -9,16 +9,17 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from saber_assets.tables import corpus_texts
+from saber_assets.tables import corpus_texts, pool_matrix
 from saber_assets.tournament import bound_judge
 from saber_core.rating.comparisons import PlayedRounds
 from saber_core.tournament.judgment_table import RoundRules, play_tournament, rating_table
+from saber_core.tournament.rows import Rows
 from saber_core.validity.reliability import recipe_agreement
 from saber_eval.benchmark import MAIN_SETTING, in_memory_benchmark
 from saber_eval.registry import load_registry
 from saber_eval.retrievers import retriever_factory
 from saber_eval.runner import per_query_ndcg
-from saber_resources.config import BuildConfig
+from saber_resources.config import PlanReads
 from saber_runtime.errors import fail_on_backend_errors
 
 
@@ -38,7 +39,7 @@ class Variant:
 
 def play_variant(
     context,
-    build: BuildConfig,
+    plan: PlanReads,
     store,
     judge,
     slurm,
@@ -51,17 +52,22 @@ def play_variant(
     stage: str,
 ) -> Variant:
     """Play ``rules`` on ``pools`` (``query_id, position, doc_id``; queries of the build), rate
-    with ``fit``, and compare with the build's stored ratings of the same queries."""
-    t = build.tournament
+    with ``fit``, and compare with the build's stored ratings of the same queries. Each query is
+    played as the row it is in the build's tournament (:class:`Rows`): with the build's pools
+    and rules the variant replays the build exactly, so any difference is the variant's."""
+    rating = plan.rating
     pools = pools.sort("query_id", "position")
     grouped = pools.group_by("query_id", maintain_order=True).agg("doc_id")
     query_ids, docs = grouped["query_id"].to_list(), np.array(grouped["doc_id"].to_list(), object)
-    bound = bound_judge(context, build, store, judge, slurm, stage)
-    judgments = play_tournament(query_ids, docs, corpus_texts(corpus), bound, rules, bound.log)
+    built = {q: i for i, q in enumerate(pool_matrix(store)[0])}
+    rows = Rows(np.array([built[q] for q in query_ids], dtype=np.int64), len(built))
+    bound = bound_judge(context, plan, store, judge, slurm, stage)
+    texts, rounds = corpus_texts(corpus), plan.tournament.rounds
+    judgments = play_tournament(query_ids, docs, texts, bound, rules, bound.log, rounds, rows)
     s = bound.stats
     fail_on_backend_errors(stage, s.errors, s.calls, s.hits)
     played = PlayedRounds.from_frame(judgments, query_ids, docs.shape[1])
-    ratings = rating_table(query_ids, docs, played, t.bt_soft, t.bt_c, fit)
+    ratings = rating_table(query_ids, docs, played, rating.soft, rating.c, fit)
     variant = ratings["rating"].to_numpy().reshape(docs.shape)
     mine = (
         store.read_table("bt_ratings")
@@ -92,6 +98,6 @@ def play_variant(
             f"{stage}-{labels[1]}", query_ids, docs.tolist(), variant, sides, domains
         ),
     }
-    make = retriever_factory(build.eval_cache_path, seed=build.seed)
+    make = retriever_factory(plan.plan.paths.embedding_cache, seed=plan.seed)
     ndcg = per_query_ndcg(benchmarks, retrievers, make, load_registry(), MAIN_SETTING, bound.log)
     return Variant(judgments, ratings, agreement, ndcg, s.calls, s.hits)

@@ -1,4 +1,5 @@
-"""§9 the final sampler (``build_benchmark/select/final_sampler.py``; the domain mapping of
+"""docs/sabermath.md §9: the final sampler (``build_benchmark/select/final_sampler.py``; the domain
+mapping of
 ``build_benchmark/select/utils.py``).
 
 * A tag's domain is the map's value for its first level below the root, ``tag.split("/")[2]``

@@ -1,4 +1,5 @@
-"""§7 the global threshold of a signal (``build_benchmark/select/get_percentile_thresholds.py``).
+"""docs/sabermath.md §7: the global threshold of a signal
+(``build_benchmark/select/get_percentile_thresholds.py``).
 
 Published estimator (:func:`zoom_threshold`), over the stored float16 values of all ordered pairs
 (self-pairs included), non-finite values skipped, ``M`` finite values:

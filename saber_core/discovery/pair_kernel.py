@@ -1,5 +1,5 @@
-"""Compiled kernel of both signals over all pairs (numba): BMA (§5) and idea Jaccard (§6) of a
-row against a range of columns, bit-identical to
+"""Compiled kernel of both signals over all pairs (numba): BMA and idea Jaccard
+(docs/sabermath.md §5, §6) of a row against a range of columns, bit-identical to
 :func:`~saber_core.signals.bma_published.bma_block` and
 :func:`~saber_core.signals.jaccard_published.jaccard_block` (those stay as the plain reference).
 

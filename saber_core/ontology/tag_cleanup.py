@@ -1,4 +1,5 @@
-"""§2 Tag-set clean-up (``build_benchmark/annotate/postprocess/post_process_datasets.py``,
+"""docs/sabermath.md §2: Tag-set clean-up
+(``build_benchmark/annotate/postprocess/post_process_datasets.py``,
 ``clear_tags`` and the row filter).
 
 Published rule: deduplicate, sort as plain strings, then drop a tag ``t`` when the **next** tag

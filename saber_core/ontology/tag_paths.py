@@ -1,4 +1,4 @@
-"""§1 The frequency tree, rebuilt from raw tag paths alone
+"""docs/sabermath.md §1: The frequency tree, rebuilt from raw tag paths alone
 (``build_benchmark/annotate/postprocess/extract_new_tree.py``; path look-up as in
 ``build_benchmark/similarities/compute/tree.py``).
 

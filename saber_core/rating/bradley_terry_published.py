@@ -1,4 +1,4 @@
-"""§11 Bradley–Terry scores (``build_benchmark/generate_scores/{bradley_terry.py,
+"""docs/sabermath.md §11: Bradley–Terry scores (``build_benchmark/generate_scores/{bradley_terry.py,
 bradley_terry_run.py}``, ``build_benchmark/final_transform.py``).
 
 Per query: one row per recorded match, ``+1`` in the Sample-1 column and ``−1`` in the Sample-2

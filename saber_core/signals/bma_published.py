@@ -1,4 +1,4 @@
-"""§5 pooled Best-Match Average of tag lists, stored as float16
+"""docs/sabermath.md §5: pooled Best-Match Average of tag lists, stored as float16
 (``build_benchmark/fastbma/src/fastbma/bma.c``, ``build_benchmark/similarities/compute/
 processor.py``).
 

@@ -1,4 +1,5 @@
-"""§6 core-idea Jaccard (``build_benchmark/similarities/compute/{jaccard.py,stop_words.py}``).
+"""docs/sabermath.md §6: core-idea Jaccard
+(``build_benchmark/similarities/compute/{jaccard.py,stop_words.py}``).
 
 Tokenizer: ``str.lower()`` (Python's Unicode lower-casing), then the runs of ``[a-zA-Z0-9^_]+``
 (so ``x^2`` and ``a_n`` stay whole, LaTeX loses its backslashes, any non-ASCII character splits a

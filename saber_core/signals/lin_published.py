@@ -1,4 +1,4 @@
-"""§3 information content and §4 Lin similarity on the frequency tree
+"""docs/sabermath.md §3: information content and §4 Lin similarity on the frequency tree
 (``build_benchmark/similarities/node_similarities/{metrics.py,node_similarities.py}``).
 
 * ``IC(n) = −ln(max(p(n), 1e-12))`` with ``p`` the corpus frequency of :mod:`.frequency_tree`

@@ -61,16 +61,6 @@ class AdaptiveRule:
     draws: int = 200
     min_weight: float = 0.02
 
-    def provenance(self) -> dict[str, object]:
-        """The settings as a fingerprint mapping."""
-        return {
-            "warmup": self.warmup,
-            "k": self.k,
-            "stop_ndcg": self.stop_ndcg,
-            "draws": self.draws,
-            "min_weight": self.min_weight,
-        }
-
 
 DEFAULT_RULE = AdaptiveRule()
 

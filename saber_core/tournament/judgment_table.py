@@ -31,6 +31,7 @@ from saber_core.rating.comparisons import PlayedRounds, hard_outcomes
 from saber_core.tournament.adaptive import DEFAULT_RULE, STOPPED, AdaptiveRule, RoundPlan
 from saber_core.tournament.pairing import plan_round
 from saber_core.tournament.presentation import present, presentation_flips
+from saber_core.tournament.rows import Rows
 from saber_core.tournament.swiss_published import published_orders, published_round
 
 
@@ -130,30 +131,36 @@ class RoundRules:
             return "seeded_random" if self.order == "seeded_random" else "pool_order"
         return "seeded_random" if self.presentation else "smaller_id"
 
-    def plan(self, round_no: int, played: PlayedRounds, docs: np.ndarray) -> RoundPlan:
+    def plan(
+        self, round_no: int, played: PlayedRounds, docs: np.ndarray, rows: Rows | None = None
+    ) -> RoundPlan:
         """Round ``round_no`` (1-based) of every query: pairs (Q, n // 2, 2) of positions as
-        shown (``-1`` = empty slot) and each query's status."""
+        shown (``-1`` = empty slot) and each query's status. ``rows``: these queries are rows
+        of a whole tournament (a replay pairs them exactly as it did, :class:`Rows`)."""
         wins, met = played.standings()
         if self.strategy != "published":
             history = played.comparisons(self.soft)
             plan = plan_round(
-                self.strategy, round_no, wins, met, history, self.seed, self.C, self.rule
+                self.strategy, round_no, wins, met, history, self.seed, self.C, self.rule, rows
             )
             if self.order != "seeded_random":
                 return plan
-            flips = presentation_flips(self.seed, round_no, plan.pairs)
+            flips = presentation_flips(self.seed, round_no, plan.pairs, rows)
             return RoundPlan(present(plan.pairs, flips), plan.status)
         nq, n = docs.shape
-        orders = published_orders([n] * nq, self.n_rounds, self.seed)[round_no - 1]
+        total = rows.total if rows is not None else nq
+        orders = published_orders([n] * total, self.n_rounds, self.seed)[round_no - 1]
+        index = rows.index.tolist() if rows is not None else list(range(nq))
         pairs = published_round(
             round_no - 1,
-            orders,
+            [orders[i] for i in index],
             wins,
             met,
             docs.tolist(),
             seed=self.seed,
             sit_outs=self.sit_outs,
             presentation=self.presentation,
+            query_numbers=index,
         ).pairs
         return RoundPlan(pairs, np.full(nq, "playing", dtype=object))
 
@@ -197,11 +204,12 @@ def play_round(
     played: PlayedRounds,
     judge: TextJudge,
     rules: RoundRules,
+    rows: Rows | None = None,
 ) -> pl.DataFrame:
     """Round ``round_no`` (1-based) of every query's tournament, given the earlier rounds
-    ``played``: pair by ``rules`` (:meth:`RoundRules.pairs`), judge, and return its judgments
-    table."""
-    pairs = rules.plan(round_no, played, docs).pairs
+    ``played``: pair by ``rules`` (:meth:`RoundRules.plan`; ``rows``: a replay of some queries
+    of a whole tournament), judge, and return its judgments table."""
+    pairs = rules.plan(round_no, played, docs, rows).pairs
     return judge_pairs(
         round_no, pairs, query_ids, docs, texts, judge, rules.seed, rules.shown_first
     )
@@ -214,18 +222,22 @@ def play_tournament(
     judge: TextJudge,
     rules: RoundRules,
     log: Callable[[str], None] | None = None,
+    n_rounds: int | None = None,
+    rows: Rows | None = None,
 ) -> pl.DataFrame:
-    """A whole tournament of ``rules.n_rounds`` rounds, round after round as
-    :func:`play_round` plays them (so its pairs equal the round assets'); all judgments as
-    one table."""
+    """A whole tournament of ``n_rounds`` rounds (default ``rules.n_rounds``), round after round
+    as :func:`play_round` plays them (so its pairs equal the round assets'); all judgments as
+    one table. ``rows``: these queries are rows of the build's tournament (a replay pairs them
+    exactly as the build did)."""
+    n_rounds = rules.n_rounds if n_rounds is None else n_rounds
     tables: list[pl.DataFrame] = []
-    for r in range(1, rules.n_rounds + 1):
+    for r in range(1, n_rounds + 1):
         played = PlayedRounds.from_frame(
             pl.concat(tables) if tables else None, query_ids, docs.shape[1]
         )
-        tables.append(play_round(r, query_ids, docs, texts, played, judge, rules))
+        tables.append(play_round(r, query_ids, docs, texts, played, judge, rules, rows))
         if log:
-            log(f"round {r}/{rules.n_rounds}: {tables[-1].height} pairs")
+            log(f"round {r}/{n_rounds}: {tables[-1].height} pairs")
     return pl.concat(tables) if tables else pl.DataFrame()
 
 

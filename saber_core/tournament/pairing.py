@@ -31,6 +31,7 @@ from saber_core.rating.bradley_terry import fit_bradley_terry
 from saber_core.rating.comparisons import Comparisons, hard_outcomes, soft_outcomes
 from saber_core.tournament.adaptive import DEFAULT_RULE, AdaptiveRule, RoundPlan, adaptive_round
 from saber_core.tournament.matching import greedy_matching, information_weights
+from saber_core.tournament.rows import Rows, RowsGenerator
 from saber_core.tournament.swiss import SwissResult, swiss_round
 
 ProbabilityJudge = Callable[[int, np.ndarray], np.ndarray]
@@ -90,9 +91,11 @@ def plan_round(
     seed: int,
     C: float = 1.0,
     rule: AdaptiveRule = DEFAULT_RULE,
+    rows: Rows | None = None,
 ) -> RoundPlan:
     """Plan round ``round_no`` (1-based) of every query with ``pairing``: pairs (Q, n // 2, 2),
-    ``-1`` = empty, and each query's status (``playing`` unless ``adaptive``).
+    ``-1`` = empty, and each query's status (``playing`` unless ``adaptive``); ``rows``: these
+    queries are those rows of a whole tournament (a replay, :class:`Rows`).
 
     All randomness comes from :func:`round_rng` ``(seed, round_no)`` (and, for ``adaptive``, the
     posterior deviates of ``seed``). ``swiss``: :func:`saber_core.tournament.swiss.swiss_round` on
@@ -106,6 +109,8 @@ def plan_round(
         raise ValueError(f"pairing must be one of {PAIRINGS}, got {pairing!r}")
     wins = np.asarray(wins, dtype=float)
     rng = round_rng(seed, round_no)
+    if rows is not None:
+        rng = RowsGenerator(rng, rows)
     if pairing == "adaptive":
         return adaptive_round(round_no, wins, met, history, rng, rule, seed, C)
     if pairing == "swiss":

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from saber_core.tournament.rows import Rows
+
 PRESENTATIONS = ("pool_order", "both_orders", "seeded_random")
 PRESENTATION_STREAM = 12
 
@@ -33,10 +35,15 @@ def calls_per_pair(presentation: str) -> int:
     return 2 if presentation == "both_orders" else 1
 
 
-def presentation_flips(seed: int, round_no: int, pairs: np.ndarray) -> np.ndarray:
+def presentation_flips(
+    seed: int, round_no: int, pairs: np.ndarray, rows: Rows | None = None
+) -> np.ndarray:
     """(Q, m) bool: which pairs of round ``round_no`` are shown swapped under ``seeded_random``
-    (module docstring); empty slots (``-1``) are never swapped."""
-    u = np.random.default_rng([seed, PRESENTATION_STREAM, round_no]).random(pairs.shape[:2])
+    (module docstring); empty slots (``-1``) are never swapped. ``rows``: these queries are rows
+    of a whole tournament (a replay, :class:`~saber_core.tournament.rows.Rows`)."""
+    rng = np.random.default_rng([seed, PRESENTATION_STREAM, round_no])
+    q, m = pairs.shape[:2]
+    u = rows.pick(rng.random((rows.total, m))) if rows is not None else rng.random((q, m))
     return (u < 0.5) & (pairs[..., 0] >= 0)
 
 

@@ -1,4 +1,5 @@
-"""§10 the published Swiss tournament (``build_benchmark/generate_scores/swiss_tour_run.py``,
+"""docs/sabermath.md §10: the published Swiss tournament
+(``build_benchmark/generate_scores/swiss_tour_run.py``,
 ``next_pairs``/``sort_pairs``/``run_swiss_tour`` and the driver loop; ``config.yaml``: 20 rounds).
 
 Per query (a target) and round, with standings = wins so far (no bye points):
@@ -187,11 +188,13 @@ def published_round(
     window: int = SWISS_WINDOW,
     sit_outs: bool = False,
     presentation: bool = False,
+    query_numbers: Sequence[int] | None = None,
 ) -> PublishedRound:
     """Pair round ``round_index`` (0-based) of every query: ``orders[q]`` the round's shuffled
     positions (:func:`published_orders`), stably sorted by ``wins[q]`` ascending, then the greedy
     of :func:`pair_swiss_round` on ``met`` (Q, n, n); Sample 1 = the smaller id as a string, or
-    (``presentation``) a seeded random side (module docstring)."""
+    (``presentation``) a seeded random side (module docstring), drawn by each query's number in
+    the whole tournament (``query_numbers``; default its row)."""
     n_queries, n = wins.shape
     m = n // 2
     pairs = np.full((n_queries, m, 2), -1, dtype=np.int64)
@@ -203,7 +206,8 @@ def published_round(
         sat_out[q, left] = True
         shown = [(x, y) if ids[q][x] < ids[q][y] else (y, x) for x, y in formed]
         if presentation and shown:
-            rng = np.random.default_rng([seed, PRESENTATION_STREAM, round_index, q])
+            number = query_numbers[q] if query_numbers is not None else q
+            rng = np.random.default_rng([seed, PRESENTATION_STREAM, round_index, number])
             flip = rng.random(len(shown)) < 0.5
             shown = [(y, x) if f else (x, y) for (x, y), f in zip(shown, flip, strict=True)]
             flipped[q, : len(shown)] = flip

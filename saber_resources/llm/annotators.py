@@ -68,10 +68,16 @@ def _ask_with_retry(
 
 
 def llm_summaries(
-    cached: CachedLLM, corpus: pl.DataFrame, max_tokens: int, seed: int, progress: Progress = None
+    cached: CachedLLM,
+    corpus: pl.DataFrame,
+    max_tokens: int,
+    seed: int,
+    progress: Progress = None,
+    prompt_file: str = "summary",
 ) -> tuple[pl.DataFrame, CallStats]:
-    """One summary row per document (``summary`` null with the reason when unusable twice)."""
-    prompt = load_prompt("summary")
+    """One summary row per document (``summary`` null with the reason when unusable twice);
+    ``prompt_file``: the prompt's name or file (``prompts.prompt_source``)."""
+    prompt = load_prompt(prompt_file)
     docs = corpus.select("doc_id", "problem", "solution").rows()
 
     def build(s: int, temperature: float) -> list[LLMRequest]:
@@ -136,6 +142,7 @@ def llm_topics(
     max_tokens: int,
     seed: int,
     progress: Progress = None,
+    prompt_file: str = "topics",
 ) -> tuple[pl.DataFrame, pl.DataFrame, CallStats]:
     """(doc_id, topic_id) rows with origin and provenance, plus rejected ids with reasons.
 
@@ -143,7 +150,7 @@ def llm_topics(
     closest node by name), ``shortlist_fallback`` (no usable id in two answers: the top
     shortlisted node, so no document is left without a topic).
     """
-    prompt = load_prompt("topics")
+    prompt = load_prompt(prompt_file)
     nodes = ontology.filter(pl.col("parent_ids").list.len() > 0)  # the (virtual) root is no topic
     names = dict(zip(nodes["node_id"], nodes["name"], strict=True))
     lists = shortlists(corpus, nodes["node_id"].to_list(), nodes["name"].to_list(), shortlist_size)

@@ -42,6 +42,12 @@ class Prompt:
         )
 
 
+def prompt_source(name: str, prompts_dir: str = "") -> str:
+    """What :func:`load_prompt` loads for the prompt ``name``: the file in the build's
+    ``prompts_dir`` when one is set, else the project's prompt of that name."""
+    return str(Path(prompts_dir) / f"{name}.md") if prompts_dir else name
+
+
 def load_prompt(name: str, directory: Path | None = None) -> Prompt:
     """Load ``prompts/<name>.md`` (or a path to a prompt file)."""
     path = Path(name) if name.endswith(".md") else (directory or PROMPTS_DIR) / f"{name}.md"

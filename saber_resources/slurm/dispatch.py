@@ -28,19 +28,19 @@ def open_dispatch(
 
 
 def maybe_dispatcher(
-    build: Any,
+    execution: str,
     slurm: SlurmDispatch | None,
     context: dg.AssetExecutionContext,
     backend: LLMBackend | None,
     store: DuckDBStore | None = None,
 ) -> ShardDispatch | Any | None:
-    """The SLURM dispatch when ``build.execution == "slurm"`` (the run's allocation, or one job
-    per shard); otherwise the local LLM server of a backend whose engine lives in its own
+    """The SLURM dispatch when ``execution == "slurm"`` (the run's allocation, or one job per
+    shard); otherwise the local LLM server of a backend whose engine lives in its own
     environment (vLLM: ``local_dispatch``), else None (in-process calls); ``store`` records the
     stage's cost."""
     if backend is None:
         return None
-    if slurm is None or build.execution != "slurm":
+    if slurm is None or execution != "slurm":
         local = getattr(backend, "local_dispatch", None)
         return local(context.log.info) if local is not None else None
     return open_dispatch(slurm, context, backend, store)

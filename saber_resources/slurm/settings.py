@@ -211,7 +211,8 @@ BUILD_OVERRIDES = {
 
 
 def slurm_dispatch_from_build(build: Any) -> SlurmDispatch:
-    """The dispatcher resource for a build: its cluster profile plus the build's overrides.
+    """The dispatcher resource for a build (its plan, or anything with its ``slurm`` and ``llm``
+    sections): its cluster profile plus the build's overrides.
 
     Reads ``build.slurm.profile`` (default ``dev``) and the overrides of ``BUILD_OVERRIDES``
     ("" or a negative number, or shard size 0, keeps the profile's value); checks that a vLLM

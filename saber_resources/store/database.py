@@ -126,6 +126,39 @@ class DuckDBStore(dg.ConfigurableResource):
             return None
         return {"fingerprint": row[0], "data_version": row[1], "metadata": json.loads(row[2])}
 
+    def manifest_entries(self) -> dict[str, dict]:
+        """Every recorded asset's fingerprint, data version and metadata, by asset key."""
+        if not self.has_table(MANIFEST):
+            return {}
+        with self.connect(read_only=True) as con:
+            rows = con.execute(
+                f"SELECT asset_key, fingerprint, data_version, metadata FROM {MANIFEST}"
+            ).fetchall()
+        return {
+            key: {"fingerprint": f, "data_version": v, "metadata": json.loads(m)}
+            for key, f, v, m in rows
+        }
+
+    def figures_of(self, asset_key: str) -> dict:
+        """The figures an asset recorded (its metadata), for a stage that reads them."""
+        entry = self.manifest_entry(asset_key)
+        if entry is None:
+            raise RuntimeError(f"asset {asset_key!r} has not been materialized")
+        return entry["metadata"]["figures"]
+
+    def versions_of(self, assets: list[str]) -> dict[str, dict[str, str]]:
+        """Each asset's recorded fingerprint and data version (for a stage that reads them)."""
+        out = {}
+        for asset in assets:
+            entry = self.manifest_entry(asset)
+            if entry is None:
+                raise RuntimeError(f"asset {asset!r} has not been materialized")
+            out[asset] = {
+                "fingerprint": entry["fingerprint"],
+                "data_version": entry["data_version"],
+            }
+        return out
+
     def record_manifest(
         self, asset_key: str, fingerprint: str, data_version: str, run_id: str, metadata: dict
     ) -> None:

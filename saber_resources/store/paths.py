@@ -32,6 +32,11 @@ class SaberPaths:
     home: Path
 
     @classmethod
+    def at(cls, home: str | Path) -> SaberPaths:
+        """The files under ``home`` (resolved to an absolute path)."""
+        return cls(Path(home).resolve())
+
+    @classmethod
     def for_profile(cls, profile: str | None = None) -> SaberPaths:
         """The home of a profile (``$SABER_HOME`` wins over the profile's ``home``)."""
         values = yaml.safe_load(profile_path(profile).read_text()) or {}

@@ -43,7 +43,7 @@ def test_tournament_invariants(tiny_build):
     build, store, _ = tiny_build
     judgments = store.read_table("judgments")
     n_pools = store.read_table("candidate_pools")["query_id"].n_unique()
-    pool_size = build.pool_config().pool_size
+    pool_size = build.plan().pools.config.pool_size
     assert judgments.height == n_pools * build.tournament.rounds * pool_size // 2
     for key in (["query_id", "round", "pos_a"], ["query_id", "round", "pos_b"]):
         assert judgments.select(pl.struct(key).is_duplicated().any()).item() is False
@@ -103,7 +103,7 @@ def test_export_schema(tiny_build):
         "original_index",
     ]
     assert (queries["domains"].list.first() == queries["domain"]).all()
-    size = build.pool_config().pool_size
+    size = build.plan().pools.config.pool_size
     for column in (
         "candidates",
         "candidate_groups",
@@ -288,3 +288,31 @@ def test_corpus_limit_is_counted_so_the_counts_reconcile(tmp_path):
     )
     store = DuckDBStore(database=str(build.database_path))
     assert store.read_table("corpus").height == 24
+
+
+def test_the_label_scale_option_rescales_the_ratings_and_nothing_before_them(tiny_build, tmp_path):
+    """``rating.label_scale`` (``SABER_LABEL_SCALE``): ``saber plan`` sees it recompute the
+    ratings and what follows them only; the build's labels are the scale of its strengths."""
+    import shutil
+
+    import numpy as np
+
+    from saber_cli.plan import plan_build
+    from saber_core.rating.scales import scale_ratings
+
+    build, _, _ = tiny_build
+    home = tmp_path / "home"
+    shutil.copytree(build.home_path, home)
+    scaled = load_build_config("tiny", home=str(home), label_scale="quantile")
+    decisions = {d.asset: d for d in plan_build(scaled)}
+    assert decisions["bt_ratings"].reasons == ["setting rating.label_scale: 'minmax' → 'quantile'"]
+    assert {a for a, d in decisions.items() if "settings" in d.causes} == {"bt_ratings"}
+    assert decisions["tournament_round_01"].action == decisions["candidate_pools"].action == "reuse"
+    assert run_build(scaled, dagster_instance=dg.DagsterInstance.ephemeral()).success
+    ratings = DuckDBStore(database=str(scaled.database_path)).read_table("bt_ratings")
+    ratings = ratings.sort("query_id", "position")
+    nq = ratings["query_id"].n_unique()
+    beta = ratings["strength"].to_numpy().reshape(nq, -1)
+    np.testing.assert_array_equal(
+        ratings["rating"].to_numpy().reshape(nq, -1), scale_ratings("quantile", beta)
+    )

@@ -57,29 +57,31 @@ def tiny(tmp_path):
 
 def test_hand_worked_ndcg_with_float_ratings_and_tied_scores(tmp_path):
     bench = load_benchmark(write_one_query(tmp_path / "b", [4.2, 0.0, 2.5, 1.0]))
-    # c0 and c2 tie at 0.5: the earlier candidate (c0) ranks first -> order c1, c0, c2, c3
+    # c0 and c2 tie at 0.5: trec_eval's rule ranks the larger doc id (c2) first -> c1, c2, c0, c3
     result = run_retriever(
         bench,
         FixedScores({"q1": [0.5, 0.9, 0.5, 0.1]}),
         "statement-full",
         load_registry().get("fixed"),
     )
-    dcg = 0.0 + (2**4.2 - 1) / LOG2_3 + (2**2.5 - 1) / 2 + (2**1.0 - 1) / LOG2_5
+    dcg = 0.0 + (2**2.5 - 1) / LOG2_3 + (2**4.2 - 1) / 2 + (2**1.0 - 1) / LOG2_5
     idcg = (2**4.2 - 1) + (2**2.5 - 1) / LOG2_3 + (2**1.0 - 1) / 2 + 0.0
     assert result.ndcg == pytest.approx([dcg / idcg])
-    assert result.ndcg[0] == pytest.approx(0.6593, abs=1e-4)  # 13.724 / 20.817
+    assert result.ndcg[0] == pytest.approx(0.5792, abs=1e-4)  # 12.058 / 20.817
+    assert result.tied_top10.tolist() == [0.5]  # 2 of the 4 positions hold a tied score
     files = write_outputs(result, tmp_path / "out")
     run = read_run(files["run_file"])
-    assert [d for d, _, _ in run["q1"]] == ["c1", "c0", "c2", "c3"]
+    assert [d for d, _, _ in run["q1"]] == ["c1", "c2", "c0", "c3"]
 
 
-def test_tie_order_follows_candidate_order_not_doc_id(tmp_path):
-    bench = load_benchmark(write_one_query(tmp_path / "b", [0.0, 5.0], ids=["z", "a"]))
-    # equal scores: "z" (column 0) ranks first although "a" sorts first by id
+def test_tie_order_follows_doc_id_not_pool_position(tmp_path):
+    bench = load_benchmark(write_one_query(tmp_path / "b", [0.0, 5.0], ids=["a", "z"]))
+    # equal scores: "z" (pool position 1) ranks first, as trec_eval ranks it (doc id descending)
     result = run_retriever(
         bench, FixedScores({"q1": [1.0, 1.0]}), "statement-full", load_registry().get("fixed")
     )
-    assert result.ndcg == pytest.approx([(2**5 - 1) / LOG2_3 / (2**5 - 1)])
+    assert result.ndcg == pytest.approx([1.0])
+    assert result.summary()["tie_rule"].startswith("score descending, ties by doc id descending")
     run = read_run(write_outputs(result, tmp_path / "out")["run_file"])
     assert run["q1"] == [("z", 1, 1.0), ("a", 2, 1.0)]
 
@@ -133,10 +135,10 @@ def test_run_file_format_and_roundtrip(tiny, tmp_path):
         assert [r for _, r, _ in entries] == list(range(1, len(q.candidates) + 1))
         values = [s for _, _, s in entries]
         assert values == sorted(values, reverse=True)
-        # ties (rounded scores) keep candidate order
+        # ties (rounded scores) by doc id descending (trec_eval's order)
         for (d1, _, s1), (d2, _, s2) in itertools.pairwise(entries):
             if s1 == s2:
-                assert q.candidates.index(d1) < q.candidates.index(d2)
+                assert d1.encode() > d2.encode()
     # nDCG from the parsed run (ranks only) equals nDCG from the scores
     matrix = run_scores(
         run, [q.query_id for q in tiny.queries], [q.candidates for q in tiny.queries]
@@ -201,6 +203,7 @@ def test_per_domain_means_and_leaderboard_columns(tiny, tmp_path):
         "Number Theory",
         "median_latency_s",
         "n_queries",
+        "tied_top10_share",
     ]
     csv = pl.read_csv(board.files["csv"])
     assert csv.columns == expected
@@ -213,6 +216,7 @@ def test_per_domain_means_and_leaderboard_columns(tiny, tmp_path):
     shown = ["ndcg@10 [95% CI]", "ndcg@10_trec [95% CI]", "ndcg@10_mteb"]
     assert md[0] == "| " + " | ".join(expected[:2] + shown + expected[9:]) + " |"
     assert any(line.startswith("| Random (seeded) | statement-full |") for line in md)
+    assert md[-1].startswith("Ties in retriever scores: score descending, ties by doc id")
     import duckdb
 
     con = duckdb.connect(str(board.files["duckdb"]), read_only=True)

@@ -39,6 +39,7 @@ def test_assets_evaluate_the_export_and_build_the_leaderboard(tmp_path):
         "domain",
         "ndcg@10",
         "ndcg@10_trec",
+        "tied_top10",
         "latency_s",
     ]
     assert runs.height == len(DEFAULT_RETRIEVERS) * len(QUERIES)

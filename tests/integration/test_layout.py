@@ -9,9 +9,11 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from saber_assets.definitions import BUILD_JOB, EVAL_JOB, build_definitions
 from saber_cli.catalog import asset_map, readme_section
+from saber_cli.generated_docs import CONFIGURATION, configuration_markdown, readme_with_budget
 from saber_resources.code_version import PACKAGES, PROJECT_ROOT, code_version, module_closure
 from saber_resources.config import load_build_config
 
@@ -21,7 +23,7 @@ STAGES = {
     "discovery": ["queries", "topic_similarity", "summary_similarity", "candidate_pools"],
     "tournament": ["judgments", "bt_ratings"],
     "validity": ["rating_intervals", "recipe_sensitivity", "validity_report"],
-    "export": ["benchmark_export", "build_report"],
+    "export": ["benchmark_export", "build_manifest", "build_report"],
     "evaluation": ["retriever_runs", "leaderboard"],
 }
 CHECKS = {
@@ -59,6 +61,8 @@ def test_definitions_hold_every_asset_check_and_job(tmp_path):
         k.to_user_string() for k in defs.resolve_job_def(EVAL_JOB).asset_layer.executable_asset_keys
     }
     assert eval_job == set(STAGES["evaluation"])
+    refresh = defs.resolve_job_def("refresh_benchmark").asset_layer.executable_asset_keys
+    assert {k.to_user_string() for k in refresh} == keys  # schedules refresh the leaderboard
     # each round depends on the previous one's standings
     parents = graph.get(dg.AssetKey("tournament_round_02")).parent_keys
     assert dg.AssetKey("tournament_round_01") in parents
@@ -77,15 +81,18 @@ def test_each_asset_lives_in_the_module_of_its_group_and_is_thin(tmp_path):
     assert too_long == {}
 
 
-def test_readme_asset_maps_are_the_generated_ones():
+def test_generated_documents_are_current():
+    """docs/configuration.md and the README's asset maps are what ``saber docs`` writes."""
     readme = (PROJECT_ROOT / "README.md").read_text()
     for method in ("platform", "sabermath"):
-        assert readme_section(readme, method) == asset_map(method), "paste `saber catalog`"
+        assert readme_section(readme, method) == asset_map(method), "run `saber docs`"
+    assert CONFIGURATION.read_text() == configuration_markdown(), "run `saber docs`"
+    assert readme_with_budget(readme) == readme, "run `saber docs` (the budget table)"
 
 
 def test_paper_profile_is_one_config_away(tmp_path):
     build = load_build_config("paper", home=str(tmp_path))
-    sizes = (build.pools.n_queries, build.pool_config().pool_size, build.tournament.rounds)
+    sizes = (build.pools.n_queries, build.plan().pools.config.pool_size, build.tournament.rounds)
     assert sizes == (1000, 150, 20)
     keys = build_definitions(build).resolve_asset_graph().get_all_asset_keys()
     assert dg.AssetKey("tournament_round_20") in keys
@@ -150,7 +157,10 @@ def test_code_version_covers_every_module_an_asset_runs(tmp_path):
     } <= closure
     root = _copy_project(tmp_path / "copy")
     before = {m: code_version(m, root) for m in (assets_module, "saber_assets.inputs")}
-    for helper in (root / "saber_assets" / "tables.py", root / "saber_core" / "comparisons.py"):
+    for helper in (
+        root / "saber_assets" / "tables.py",
+        root / "saber_core" / "rating" / "comparisons.py",
+    ):
         helper.write_text(helper.read_text() + "\n# edited\n")
         code_version.cache_clear()
         after = {m: code_version(m, root) for m in before}
@@ -187,3 +197,76 @@ def test_editing_a_helper_makes_rating_intervals_stale(tiny_build, tmp_path, mon
         for e in result.get_asset_materialization_events()
     }
     assert reused == {"corpus": True, "rating_intervals": False}
+
+
+def _produced_by(store) -> dict[str, str]:
+    """Table → the asset that wrote it (from the build manifest)."""
+    from saber_resources.store.database import MANIFEST
+
+    manifest = store.read_table(MANIFEST)
+    out = {}
+    for asset, metadata in manifest.select("asset_key", "metadata").rows():
+        for table in __import__("json").loads(metadata)["tables"]:
+            out[table] = asset
+    return out
+
+
+@pytest.mark.e2e
+def test_each_asset_declares_exactly_the_assets_whose_tables_it_reads(tmp_path, monkeypatch):
+    """The table wiring, derived from the code as it runs: every table (or recorded figures) an
+    asset reads belongs to one of its ``deps``, and every dep is read — so a reuse decision
+    (which looks at the deps' data versions only) never misses an input."""
+    from collections import defaultdict
+
+    from saber_resources.store.database import DuckDBStore
+
+    reads: dict[str, set[str]] = defaultdict(set)
+    read_table, figures_of = DuckDBStore.read_table, DuckDBStore.figures_of
+    versions_of = DuckDBStore.versions_of
+
+    def running() -> str:
+        return dg.AssetExecutionContext.get().asset_key.to_user_string()
+
+    def recorded_table(self, name, *args, **kwargs):
+        reads[running()].add(("table", name))
+        return read_table(self, name, *args, **kwargs)
+
+    def recorded_figures(self, asset):
+        reads[running()].add(("asset", asset))
+        return figures_of(self, asset)
+
+    def recorded_versions(self, assets):
+        reads[running()].update(("asset", a) for a in assets)
+        return versions_of(self, assets)
+
+    from saber_assets.discovery import per_query
+
+    stored_matrix = per_query.stored_matrix
+
+    def recorded_matrix(plan, name):  # a matrix file is named after the asset that wrote it
+        reads[running()].add(("asset", name))
+        return stored_matrix(plan, name)
+
+    monkeypatch.setattr(per_query, "stored_matrix", recorded_matrix)
+    monkeypatch.setattr(DuckDBStore, "read_table", recorded_table)
+    monkeypatch.setattr(DuckDBStore, "figures_of", recorded_figures)
+    monkeypatch.setattr(DuckDBStore, "versions_of", recorded_versions)
+    build = load_build_config("tiny", home=str(tmp_path), recipe_queries=2)
+    defs = build_definitions(build)
+    defs.resolve_implicit_global_asset_job_def().execute_in_process(
+        instance=dg.DagsterInstance.ephemeral()
+    )
+    monkeypatch.undo()
+    store = DuckDBStore(database=str(build.database_path))
+    producer = _produced_by(store)
+    graph = defs.resolve_asset_graph()
+    mismatches = {}
+    for key in graph.get_all_asset_keys():
+        asset = key.to_user_string()
+        used = {producer.get(n) if kind == "table" else n for kind, n in reads[asset]}
+        used -= {None, asset}  # tables no asset writes (the LLM call cache), its own tables
+        used &= {k.to_user_string() for k in graph.get_all_asset_keys()}  # its own matrices
+        deps = {p.to_user_string() for p in graph.get(key).parent_keys}
+        if used != deps:
+            mismatches[asset] = {"read, not a dep": used - deps, "dep, not read": deps - used}
+    assert not mismatches, "\n".join(f"{a}: {m}" for a, m in sorted(mismatches.items()))

@@ -44,6 +44,7 @@ def test_judge_choice_scoring_gives_probabilities(backend):
         assert r.prompt_tokens > 50
 
 
+@pytest.mark.e2e
 def test_summary_and_topics_generation_parse(backend):
     summary = load_prompt("summary")
     topics = load_prompt("topics")
@@ -104,6 +105,7 @@ def test_choice_scoring_projects_only_the_last_position(backend, monkeypatch):
         }
 
 
+@pytest.mark.e2e
 def test_generation_reuses_the_stop_criterion_with_the_same_text(backend, monkeypatch):
     """Same greedy text as ``generate(stop_strings=...)``; the criterion is not rebuilt per call."""
     tokenizer, model = backend._load()

@@ -8,13 +8,7 @@ import polars as pl
 import pytest
 
 from saber_assets.tables import pool_matrix
-from saber_assets.tournament import (
-    adaptive_rule,
-    calls_per_judgment,
-    pairing_settings,
-    round_name,
-    round_rules,
-)
+from saber_assets.tournament import round_name
 from saber_cli.build import run_build
 from saber_core.rating.bradley_terry import fit_bradley_terry
 from saber_core.rating.comparisons import Comparisons
@@ -69,16 +63,17 @@ def replay(build, store):
             out[qi, slot] = np.nan if p is None else p
         return out
 
+    rules = build.plan().tournament.rules
     res = run_pairing(
         nq,
         n,
         build.tournament.rounds,
         judge,
         seed=build.seed,
-        strategy=build.tournament.pairing,
-        soft=build.tournament.bt_soft,
-        C=build.tournament.bt_c,
-        rule=adaptive_rule(build),
+        strategy=build.plan().tournament.pairing,
+        soft=build.rating.soft,
+        C=build.rating.c,
+        rule=rules.rule,
     )
     return query_ids, res
 
@@ -104,7 +99,7 @@ def test_round_assets_pair_like_the_core_strategy(
         "adaptive_random": adaptive_build,
     }[which]
     assert result.success
-    assert (build.tournament.pairing, build.tournament.bt_soft) == {
+    assert (build.plan().tournament.pairing, build.rating.soft) == {
         "swiss_hard": ("swiss", False),
         "information_soft": ("information", True),
         "adaptive_random": ("adaptive", False),
@@ -127,7 +122,7 @@ def test_soft_ratings_differ_from_hard_and_checks_pass(information_build):
     rows = Comparisons(
         q, t["pos_a"], t["pos_b"], t["outcome"].fill_null(np.nan).to_numpy(), *docs.shape
     )
-    hard = fit_bradley_terry(rows, C=build.tournament.bt_c)
+    hard = fit_bradley_terry(rows, C=build.rating.c)
     strength = store.read_table("bt_ratings").sort("query_id", "position")["strength"].to_numpy()
     assert not np.allclose(strength, hard.ravel(), atol=1e-3)
     # soft p lies strictly inside (0, 1) for the embedding judge: the soft fit is less extreme
@@ -135,7 +130,7 @@ def test_soft_ratings_differ_from_hard_and_checks_pass(information_build):
     # the other-recipe tournament runs on a seeded sample of 3 queries, with the same settings
     recipe = store.read_table("recipe_judgments")
     assert recipe["query_id"].n_unique() == 3 == store.read_table("recipe_queries").height
-    assert recipe.height == 3 * build.tournament.rounds * build.pool_config().pool_size // 2
+    assert recipe.height == 3 * build.tournament.rounds * build.plan().pools.config.pool_size // 2
 
 
 def test_adaptive_build_records_calls_stops_and_presentation(adaptive_build):
@@ -178,29 +173,26 @@ def test_adaptive_build_records_calls_stops_and_presentation(adaptive_build):
 
 
 def test_environment_selects_adaptive_pairing_and_presentation(monkeypatch, tmp_path):
-    """``SABER_PAIRING`` / ``SABER_PRESENTATION`` / ``SABER_ADAPTIVE_*`` reach the round rules
-    and the fingerprint; the Swiss default's fingerprint keeps its one key (existing builds
-    stay valid)."""
-    base = load_build_config("tiny", home=str(tmp_path))
-    assert pairing_settings(base) == {"seed": base.seed}
-    assert base.tournament.presentation_order() == "both_orders"
-    assert calls_per_judgment(base) == 1  # the embedding judge answers once whatever the order
-    llm = load_build_config("tiny", home=str(tmp_path), judge="llm")
-    assert calls_per_judgment(llm) == 2
+    """``SABER_PAIRING`` / ``SABER_PRESENTATION`` / ``SABER_ADAPTIVE_*`` reach the round rules;
+    the Swiss default's rules carry no refit or adaptive settings (changing those leaves the
+    rounds valid)."""
+    base = load_build_config("tiny", home=str(tmp_path)).plan().tournament
+    assert (base.rules.strategy, base.rules.seed, base.rules.soft, base.rules.n_rounds) == (
+        "swiss", 0, False, 0)  # fmt: skip
+    assert base.presentation == "pool_order"
+    assert base.calls_per_judgment == 1  # the embedding judge answers once
+    llm = load_build_config("tiny", home=str(tmp_path), judge="llm").plan().tournament
+    assert llm.presentation == "both_orders" and llm.calls_per_judgment == 2
     single = load_build_config("tiny", home=str(tmp_path), judge="llm", judge_both_orders=False)
-    assert single.tournament.presentation_order() == "pool_order"
-    assert calls_per_judgment(single) == 1
+    assert single.plan().tournament.presentation == "pool_order"
+    assert single.plan().tournament.calls_per_judgment == 1
     monkeypatch.setenv("SABER_PAIRING", "adaptive")
     monkeypatch.setenv("SABER_PRESENTATION", "seeded_random")
     monkeypatch.setenv("SABER_ADAPTIVE_WARMUP", "3")
-    build = load_build_config("tiny", home=str(tmp_path))
-    rules = round_rules(build)
+    rules = load_build_config("tiny", home=str(tmp_path)).plan().tournament.rules
     assert (rules.strategy, rules.order, rules.shown_first) == (
         "adaptive",
         "seeded_random",
         "seeded_random",
     )
     assert rules.rule.warmup == 3
-    settings = pairing_settings(build)
-    assert settings["presentation"] == "seeded_random"
-    assert settings["adaptive"]["warmup"] == 3

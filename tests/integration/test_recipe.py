@@ -47,7 +47,7 @@ def test_other_recipe_pools_equal_a_brute_force_selection(tiny_build):
     for q, (query_id, row) in enumerate(queries.select("query_id", "doc_index").rows()):
         jac = np.array([set_jaccard(alt_sets[row], s) for s in alt_sets], dtype=np.float32)
         prob = np.array([set_jaccard(prob_sets[row], s) for s in prob_sets], dtype=np.float32)
-        expected = select_pool(q, bma[q], jac, prob, build.pool_config(), build.seed, row)
+        expected = select_pool(q, bma[q], jac, prob, build.plan().pools.config, build.seed, row)
         got = pools.filter(pl.col("query_id") == query_id).sort("position")
         if expected.status == "skipped":
             assert got.height == 0
@@ -61,7 +61,7 @@ def test_other_recipe_ratings_and_correlations(tiny_build):
     pools = store.read_table("recipe_pools").sort("query_id", "position")
     judged = store.read_table("recipe_judgments")
     ids = pools["query_id"].unique(maintain_order=True).to_list()
-    n = build.pool_config().pool_size
+    n = build.plan().pools.config.pool_size
     index = {q: i for i, q in enumerate(ids)}
     # every candidate plays once per round, rounds × n/2 judgments per query
     assert judged.height == len(ids) * build.tournament.rounds * (n // 2)
@@ -71,7 +71,7 @@ def test_other_recipe_ratings_and_correlations(tiny_build):
         np.array([index[q] for q in judged["query_id"]]), judged["pos_a"].to_numpy(),
         judged["pos_b"].to_numpy(), hard.to_numpy(), len(ids), n,
     )  # fmt: skip
-    beta = fit_bradley_terry(rows, C=build.tournament.bt_c)
+    beta = fit_bradley_terry(rows, C=build.rating.c)
     np.testing.assert_allclose(pools["rating"].to_numpy(), rescale_ratings(beta).ravel(), atol=1e-6)
     own = store.read_table("bt_ratings")
     per_query = store.read_table("recipe_queries").sort("query_id")

@@ -80,6 +80,7 @@ def assert_same_build(home: Path, reference_home: Path) -> None:
     assert calls["n"][0] == calls["k"][0]
 
 
+@pytest.mark.e2e
 def test_sigkill_at_random_points_then_resume_equals_uninterrupted(reference, tmp_path):
     reference_home, duration = reference
     rng = np.random.default_rng(20261130)
@@ -229,6 +230,7 @@ class FakeChatServer(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+@pytest.mark.e2e
 def test_api_key_appears_in_no_table_log_or_export(tmp_path, monkeypatch):
     secret = "sk-test-SABER-SECRET-0123456789"
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakeChatServer)
@@ -272,6 +274,7 @@ def test_api_key_appears_in_no_table_log_or_export(tmp_path, monkeypatch):
         server.shutdown()
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_saber_build_stops_within_seconds_on_a_signal(tmp_path, signum):
     """``saber build`` runs the build in a supervised child: a signal mid-build ends it within

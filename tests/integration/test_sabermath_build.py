@@ -1,7 +1,7 @@
 """`method: sabermath` through the asset graph on a user corpus (JSONL: tag-path topics, ideas,
 domain lists, no ontology file): the ontology comes from the tags, and the queries and pools
 equal a plain-Python run of the published construction (tests/unit/sabermath/
-sabermath_reference.py, written from SABERMATH-METHOD.md); the released schema reads back with
+sabermath_reference.py, written from docs/sabermath.md); the released schema reads back with
 `datasets`; errors that say why and which setting fixes it."""
 
 import json
@@ -132,6 +132,7 @@ def test_the_audit_covers_every_fix_and_the_report_lists_it(sabermath_build):
     build, store, _, _ = sabermath_build
     audit = store.read_table("sabermath_audit")
     assert audit["fix"].to_list() == [
+        "control (no fix)",
         "ancestor_check",
         "root_self_similarity",
         "empty_idea_jaccard",
@@ -139,10 +140,19 @@ def test_the_audit_covers_every_fix_and_the_report_lists_it(sabermath_build):
         "presentation",
         "bt_exact",
     ]
+    # the control replays the build exactly: same pools, same pairs (all from the call cache),
+    # same ratings — the fixes' numbers measure the fixes, not the replay
+    control = audit.row(0, named=True)
+    assert control["rating_spearman"] == pytest.approx(1.0, abs=1e-12)
+    assert control["bm25_ndcg_shift"] == 0.0 and control["pools_changed"] == 0.0
     bt = audit.filter(pl.col("fix") == "bt_exact").row(0, named=True)
     assert bt["pools_changed"] == 0.0 and bt["judge_backend_calls"] == 0
+    for fix in ("sit_outs", "presentation", "bt_exact"):  # each differs by itself, if at all
+        row = audit.filter(pl.col("fix") == fix).row(0, named=True)
+        assert row["pools_changed"] == 0.0
     report = (build.export_dir / "report.md").read_text()
     assert "## Published-defect audit" in report and "ancestor_check on" in report
+    assert "control (no fix) | reproduces the build" in report
     assert "| method | sabermath |" in report
 
 

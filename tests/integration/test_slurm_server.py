@@ -371,15 +371,18 @@ def test_summarize_jobs_counts_allocations_loads_and_gpu_hours():
     assert totals["relays"] == 1  # the judge's allocation was relayed once
 
 
-def test_cost_rows_count_each_dispatch_call_once():
+def test_cost_rows_count_each_dispatch_call_once(tmp_path):
     """A stage that dispatches twice (a judge's retry, the topics' second ask) gets one row per
-    call, each with only its own shards, time and relays; the asset metadata adds them up."""
+    call, each with only its own shards, time and relays; the asset metadata adds them up (no
+    cluster: the bookkeeping alone, with a key file that only has to exist)."""
     import dagster as dg
 
     from saber_resources.slurm import ShardDispatch, ShardRecord
 
+    key = tmp_path / "id_ed25519"
+    key.write_text("not used: nothing connects\n")
     context = SimpleNamespace(run=SimpleNamespace(run_id="r1"), asset_key=dg.AssetKey("topics"))
-    dispatch = ShardDispatch(SlurmDispatch(), context, EchoBackend())
+    dispatch = ShardDispatch(SlurmDispatch(ssh_key_path=str(key)), context, EchoBackend())
 
     def answered(key: str, n: int, seconds: float, job: str) -> ShardRecord:
         stats = {"n_requests": n, "generate_s": seconds, "prompt_tokens": 10 * n,

@@ -14,6 +14,7 @@ from saber_assets.automation import (
     build_sensors,
     evaluate_inputs,
     input_change_sensor,
+    watched_inputs,
 )
 from saber_compute.llm.interface import ChatMessage, LLMRequest, LLMResult, build_engine
 from saber_compute.llm_shard import (
@@ -299,9 +300,37 @@ def test_input_change_sensor_requests_a_build_on_change(tmp_path):
     change = sensor.evaluate_tick(dg.build_sensor_context(instance=instance, cursor=first.cursor))
     assert len(change.run_requests) == 1
     assert change.run_requests[0].tags["saber/trigger"] == "input-change"
+    assert change.run_requests[0].job_name in (None, "refresh_benchmark")
+    assert sensor.job_name == "refresh_benchmark"  # the rebuild refreshes the leaderboard
     builtin = input_change_sensor(load_build_config("tiny"))
     assert builtin.default_status == dg.DefaultSensorStatus.STOPPED
-    assert not builtin.evaluate_tick(dg.build_sensor_context(instance=instance)).run_requests
+
+
+def test_the_input_sensor_watches_every_input_file_and_every_prompt(tmp_path):
+    """A prompt is an input: editing the judge prompt is a change the sensor sees, as is the
+    contamination corpus or a recipe-summaries file."""
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    for name in ("judge", "summary", "topics"):
+        _touch(prompts / f"{name}.md", f"{name} v1", time.time() - 10)
+    external = tmp_path / "train.jsonl"
+    _touch(external, "rows", time.time() - 10)
+    build = load_build_config(
+        "tiny",
+        prompts_dir=str(prompts),
+        contamination_corpus=str(external),
+        watch_inputs=True,
+    )
+    watched = {p.name for p in watched_inputs(build)}
+    assert watched == {"judge.md", "summary.md", "topics.md", "train.jsonl"}
+    assert {p.name for p in watched_inputs(load_build_config("tiny"))} >= {"judge.md"}
+    sensor = input_change_sensor(build)
+    instance = dg.DagsterInstance.ephemeral()
+    first = sensor.evaluate_tick(dg.build_sensor_context(instance=instance))
+    _touch(prompts / "judge.md", "judge v2, edited", time.time())
+    change = sensor.evaluate_tick(dg.build_sensor_context(instance=instance, cursor=first.cursor))
+    assert len(change.run_requests) == 1
+    assert "judge.md" in change.run_requests[0].tags["saber/changed"]
 
 
 def test_schedule_and_sensors_load_with_the_definitions():
@@ -311,7 +340,7 @@ def test_schedule_and_sensors_load_with_the_definitions():
     assert build_schedules(build) == []
     weekly = load_build_config("cluster", rebuild_cron="0 3 * * 1")
     (schedule,) = build_schedules(weekly)
-    assert schedule.cron_schedule == "0 3 * * 1" and schedule.job_name == "build_benchmark"
+    assert schedule.cron_schedule == "0 3 * * 1" and schedule.job_name == "refresh_benchmark"
     sensors = build_sensors(build, SlurmDispatch(ssh_key_path="/nonexistent/key"))
     names = {s.name for s in sensors}
     assert names == {"saber_input_change_sensor", "saber_slurm_orphan_sensor"}
@@ -320,6 +349,8 @@ def test_schedule_and_sensors_load_with_the_definitions():
     local = build_definitions(load_build_config("tiny", rebuild_cron="0 3 * * 1"))
     repo = local.get_repository_def()
     assert repo.has_schedule_def("saber_rebuild_schedule")
+    refresh = local.resolve_job_def("refresh_benchmark").asset_layer.executable_asset_keys
+    assert {dg.AssetKey("leaderboard"), dg.AssetKey("bt_ratings")} <= set(refresh)
     assert repo.has_sensor_def("saber_input_change_sensor")
     assert not repo.has_sensor_def("saber_slurm_orphan_sensor")
     cluster = build_definitions(load_build_config("dev-slurm")).get_repository_def()

@@ -72,6 +72,9 @@ def graphql(port: int, query: str, variables: dict | None = None) -> dict:
     return body["data"]
 
 
+pytestmark = pytest.mark.e2e  # the UI, a dagster dev server and two runs: CI's tier
+
+
 @pytest.fixture(scope="module")
 def dagster_dev(tmp_path_factory):
     """`dagster dev` on the tiny profile with its own DAGSTER_HOME and SABER_HOME."""

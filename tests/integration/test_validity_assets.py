@@ -25,7 +25,7 @@ def test_validity_report_figures_on_the_tiny_build(tiny_build):
     )
     rr = store.read_table("validity_round_robin")
     assert rr.height == min(build.validity.rr_queries, build.pools.n_queries)
-    n = build.pool_config().pool_size
+    n = build.plan().pools.config.pool_size
     assert (rr["round_robin_pairs"] == n * (n - 1) // 2).all()
     # the Swiss games are reused; only the rest of the round robin is judged
     assert (rr["new_judgments"] == n * (n - 1) // 2 - build.tournament.rounds * n // 2).all()

@@ -34,7 +34,7 @@ from saber_resources.llm.vllm_backend import VLLMBackend, default_env_path
 from saber_resources.llm.vllm_openai_server import server_counters, start_openai_server
 from saber_resources.store.database import DuckDBStore
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.e2e]
 SMALL_BUILD = {"summaries": "llm", "topics": "llm", "judge": "llm", "llm_backend": "vllm",
                "corpus_limit": 10, "n_queries": 2, "n_topic_only": 2, "n_summary_only": 2,
                "n_both": 2, "rounds": 2, "summary_max_tokens": 32, "topics_max_tokens": 24,
@@ -89,7 +89,7 @@ def _wait_gone(pid: int, timeout: float = 60.0) -> None:
 @pytest.fixture(scope="module")
 def backend(home) -> VLLMBackend:
     """The ``llm_backend: vllm`` backend of this machine (packaged Gemma 3 270M, local server)."""
-    return make_backend(load_build_config("local-llm", home=str(home), llm_backend="vllm"))
+    return make_backend(load_build_config("local-llm", home=str(home), llm_backend="vllm").plan())
 
 
 def _free_port() -> int:

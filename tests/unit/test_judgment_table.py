@@ -181,3 +181,47 @@ def test_tournament_violations_are_counted():
         {"query_id": ["q", "q"], "round": [1, 2], "pos_a": [0, 0], "pos_b": [1, 1]}
     )
     assert tournament_violations(rematch)["rematches"] == 2
+
+
+def hashed_judge():
+    """A judge whose verdict on a pair depends on the query and both texts (no position rule)."""
+
+    def judge(queries, first, second):
+        def p(q, a, b):
+            return int(hashlib.sha256(f"{q}|{a}|{b}".encode()).hexdigest()[:6], 16) / 0xFFFFFF
+
+        probs = np.array([p(q, a, b) for q, a, b in zip(queries, first, second, strict=True)])
+        n = len(probs)
+        return Verdict(probs, ["r"] * n, [None] * n, ["k"] * n)
+
+    return judge
+
+
+@pytest.mark.parametrize(
+    "rules",
+    [
+        RoundRules(strategy="swiss", seed=5, n_rounds=4),
+        RoundRules(strategy="swiss", seed=5, n_rounds=4, order="seeded_random"),
+        RoundRules(strategy="information", seed=5, soft=True, n_rounds=4),
+        RoundRules(strategy="adaptive", seed=5, n_rounds=4, order="seeded_random"),
+        RoundRules(strategy="published", seed=42, n_rounds=4),
+        RoundRules(strategy="published", seed=42, n_rounds=4, presentation=True, sit_outs=True),
+    ],
+    ids=["swiss", "swiss-random-order", "information", "adaptive", "published", "published-fixed"],
+)
+def test_a_replay_of_some_queries_plays_them_exactly_as_the_whole_tournament(rules):
+    """Every draw is made for the whole tournament and the replay keeps its rows: the replayed
+    queries' pairs, order shown and verdicts equal the whole tournament's (the audit's control
+    rests on this); without the rows the draws shift and the pairs differ."""
+    from saber_core.tournament.rows import Rows
+
+    query_ids, docs, texts = make_texts(7, 10)
+    whole = play_tournament(query_ids, docs, texts, hashed_judge(), rules)
+    keep = np.array([1, 4, 6])
+    ids = [query_ids[i] for i in keep]
+    columns = ["query_id", "round", "pos_a", "pos_b", "p_a"]
+    expected = whole.filter(pl.col("query_id").is_in(ids)).select(columns).sort(columns[:4])
+    replay = play_tournament(ids, docs[keep], texts, hashed_judge(), rules, rows=Rows(keep, 7))
+    assert replay.select(columns).sort(columns[:4]).equals(expected)
+    naive = play_tournament(ids, docs[keep], texts, hashed_judge(), rules)
+    assert not naive.select(columns).sort(columns[:4]).equals(expected)

@@ -1,6 +1,6 @@
 """Brute-force references for the saber_core.sabermath tests.
 
-Written from /work/shared/SABERMATH-METHOD.md in plain Python — nested dicts, lists, sets,
+Written from docs/sabermath.md in plain Python — nested dicts, lists, sets,
 strings and loops over pairs — and sharing no code with saber_core.sabermath, so that an
 agreement between the two is evidence and not a tautology. numpy appears only where the method
 itself prescribes it (float16 storage, ``np.log`` as the published ``informational_content``,

@@ -1,4 +1,4 @@
-"""§11 Bradley–Terry: the published strengths equal scikit-learn's
+"""docs/sabermath.md §11: Bradley–Terry: the published strengths equal scikit-learn's
 LogisticRegression(fit_intercept=False, C=1.0) on the published design (built here as
 bradley_terry.py builds it), the exact fix is the penalized optimum, relevance is min–max × 5."""
 

@@ -1,4 +1,5 @@
-"""§6 tokenizer and Jaccard against a character-loop reference (sabermath_reference.py) and
+"""docs/sabermath.md §6: tokenizer and Jaccard against a character-loop reference
+(sabermath_reference.py) and
 scikit-learn's own stop-word list."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""§4 Lin and §5 BMA against plain-Python references (sabermath_reference.py): exact float64
+"""docs/sabermath.md §4: Lin and §5 BMA against plain-Python references (sabermath_reference.py):
+exact float64
 Lin, bit-exact float16 BMA."""
 
 from __future__ import annotations

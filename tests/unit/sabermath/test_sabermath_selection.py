@@ -1,4 +1,5 @@
-"""§8 groups, eligibility and pools, §9 domains and the final sampler, against row-by-row
+"""docs/sabermath.md §8: groups, eligibility and pools, §9 domains and the final sampler, against
+row-by-row
 references (sabermath_reference.py)."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""§10 Swiss tournament against a literal port of the published driver (sabermath_reference.py):
+"""docs/sabermath.md §10: Swiss tournament against a literal port of the published driver
+(sabermath_reference.py):
 schedule, sit-outs, retries, the 150-position window, the lexicographic Sample-1 rule, and the
 two fixes."""
 

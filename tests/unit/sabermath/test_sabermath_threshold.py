@@ -1,4 +1,5 @@
-"""§7 threshold: the literal histogram zoom on hand examples, and literal zoom == exact
+"""docs/sabermath.md §7: threshold: the literal histogram zoom on hand examples, and literal zoom
+== exact
 float16 histogram == the sorted-values closed form (sabermath_reference.py) on random data."""
 
 from __future__ import annotations

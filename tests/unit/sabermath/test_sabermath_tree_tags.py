@@ -1,4 +1,5 @@
-"""§1 frequency tree, §2 tag clean-up and §3 information content against plain-Python
+"""docs/sabermath.md §1: frequency tree, §2 tag clean-up and §3 information content against
+plain-Python
 references (sabermath_reference.py)."""
 
 from __future__ import annotations

@@ -1,0 +1,94 @@
+"""``saber plan``: what a build would reuse, recompute or make new, and why, before it runs.
+
+The whole graph (the build and the evaluation) runs in a dry run (:mod:`saber_runtime.dry_run`)
+on an ephemeral Dagster instance: every asset decides as a real build would and records why;
+nothing is computed, written or asked of an LLM. An asset whose inputs cannot be read yet (its
+upstream is new) is reported as recomputing because of that upstream.
+"""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+
+from saber_assets.definitions import BUILD_JOB, build_definitions
+from saber_resources.config import BuildConfig
+from saber_resources.llm.base import LLMBackend
+from saber_resources.store.database import DuckDBStore
+from saber_runtime.dry_run import NEVER, Decision, dry_run
+
+
+def plan_build(
+    build: BuildConfig, everything: bool = False, backend: LLMBackend | None = None
+) -> list[Decision]:
+    """One decision per asset of ``saber build``'s job (``everything``: the evaluation group
+    too), in the order a build materializes them (``backend``: the LLM backend a test swaps
+    in, as for ``build_definitions``)."""
+    defs = build_definitions(build, backend)
+    if everything:
+        job = defs.resolve_implicit_global_asset_job_def()
+    else:
+        job = defs.resolve_job_def(BUILD_JOB)
+    graph = defs.resolve_asset_graph()
+    planned = {k.to_user_string() for k in job.asset_layer.executable_asset_keys}
+    store = DuckDBStore(database=str(build.database_path))
+    quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}  # decisions only
+    with dry_run() as state:
+        job.execute_in_process(
+            run_config=quiet, instance=dg.DagsterInstance.ephemeral(), raise_on_error=False
+        )
+    decisions = []
+    for key in graph.toposorted_asset_keys:
+        asset = key.to_user_string()
+        if asset not in planned:
+            continue
+        if asset in state.decisions:
+            decisions.append(state.decisions[asset])
+            continue
+        if store.manifest_entry(asset) is None:
+            new = Decision(asset, "new", [NEVER], ["new"])
+            state.decisions[asset] = new
+        else:
+            parents = [p.to_user_string() for p in graph.get(key).parent_keys]
+            why = [f"upstream {p} is {_action(state.decisions, p)}" for p in parents]
+            why = [w for w in why if not w.endswith(" reuse")]
+            why = why or ["its inputs cannot be read before its upstream is built"]
+            state.decisions[asset] = Decision(asset, "recompute", why, ["upstream"])
+        decisions.append(state.decisions[asset])
+    return decisions
+
+
+def _action(decisions: dict[str, Decision], asset: str) -> str:
+    return decisions[asset].action if asset in decisions else "recomputed"
+
+
+def plan_text(decisions: list[Decision]) -> str:
+    """The plan as a human reads it: one line per asset, reasons indented, the LLM bill."""
+    lines = []
+    for d in decisions:
+        lines.append(f"{d.action:9}  {d.asset}")
+        lines += [f"           - {r}" for r in d.reasons[:6]]
+        if len(d.reasons) > 6:
+            lines.append(f"           - … {len(d.reasons) - 6} more")
+        if d.llm_calls:
+            surely = "" if d.llm_calls_certain else "up to "
+            when = f", ~{d.llm_seconds:.0f} s at the last measured rate" if d.llm_seconds else ""
+            lines.append(f"           LLM: {surely}{d.llm_calls} calls miss the cache{when}")
+    counts = {a: sum(d.action == a for d in decisions) for a in ("reuse", "recompute", "new")}
+    calls = sum(d.llm_calls for d in decisions)
+    lines.append(
+        f"\n{counts['reuse']} reuse, {counts['recompute']} recompute, {counts['new']} new; "
+        f"LLM calls that may miss the cache: {calls}"
+    )
+    return "\n".join(lines)
+
+
+def plan_main(build: BuildConfig, as_json: bool, everything: bool = False) -> int:
+    """Print the plan (text or JSON)."""
+    decisions = plan_build(build, everything)
+    if as_json:
+        print(json.dumps([d.as_dict() for d in decisions], indent=2))
+    else:
+        print(plan_text(decisions))
+    return 0

@@ -1,0 +1,146 @@
+"""``saber study budget``: run the label-budget study and write ``budget.json``, ``budget.md``
+(the generated part of docs/budget-study.md) and ``budget.png`` into ``--out`` (default
+``$SABER_HOME/study/budget``), printing the README section; or, with ``--markdown FILE``,
+print (``--readme README.md``: rewrite in place) the README section of an existing
+``budget.json`` without simulating."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from saber_study.label_budget.designs import DesignConfig
+from saber_study.label_budget.report import full_markdown, plot, readme_section, replace_section
+from saber_study.label_budget.study import BudgetStudyConfig, run_budget_study
+from saber_study.label_budget.world import JudgeModel
+
+QUICK = {"seeds": 2, "queries": 24, "candidates": 40, "chunk": 24, "bootstrap": 50}
+QUICK_DESIGN = {"budgets": (60, 100), "top_k": 12}
+
+
+def default_out() -> Path:
+    """``$SABER_HOME/study/budget`` (``.saber`` when SABER_HOME is unset)."""
+    return Path(os.environ.get("SABER_HOME") or ".saber") / "study" / "budget"
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x.strip())
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``saber study budget`` arguments (defaults = :class:`BudgetStudyConfig`)."""
+    d, j, g = BudgetStudyConfig(), JudgeModel(), DesignConfig()
+    p = argparse.ArgumentParser(
+        prog="saber study budget",
+        description="Label scales × judging designs × judge budgets against true labels "
+        "(docs/budget-study.md).",
+    )
+    p.add_argument("--out", type=Path, default=None, help="output folder (see module doc)")
+    p.add_argument("--quick", action="store_true", help="a seconds-long smoke run (tests)")
+    p.add_argument("--seeds", type=int, default=d.seeds)
+    p.add_argument("--first-seed", type=int, default=d.first_seed)
+    p.add_argument("--queries", type=int, default=d.queries)
+    p.add_argument("--candidates", type=int, default=d.candidates)
+    p.add_argument("--bootstrap", type=int, default=d.bootstrap)
+    p.add_argument("--budgets", type=_ints, default=g.budgets, help="comma list of calls")
+    p.add_argument("--designs", type=_names, default=g.designs, help="comma list")
+    p.add_argument("--presentations", type=_names, default=g.presentations, help="comma list")
+    p.add_argument("--scales", type=_names, default=d.scales, help="comma list")
+    p.add_argument("--C", type=float, default=g.C, help="BT L2 strength (published: 1)")
+    for field in ("item_bias", "pair_noise", "call_noise", "intransitivity", "bias_peak"):
+        p.add_argument(f"--{field.replace('_', '-')}", type=float, default=getattr(j, field))
+    p.add_argument("--markdown", type=Path, default=None, help="budget.json: print its section")
+    p.add_argument("--readme", type=Path, default=None, help="with --markdown: rewrite in place")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    return p
+
+
+def config_from(args: argparse.Namespace) -> BudgetStudyConfig:
+    """The study configuration of parsed arguments (``--quick`` overrides the sizes)."""
+    judge = replace(
+        JudgeModel(),
+        item_bias=args.item_bias,
+        pair_noise=args.pair_noise,
+        call_noise=args.call_noise,
+        intransitivity=args.intransitivity,
+        bias_peak=args.bias_peak,
+    )
+    design = DesignConfig(
+        budgets=tuple(args.budgets),
+        designs=tuple(args.designs),
+        presentations=tuple(args.presentations),
+        C=args.C,
+    )
+    sizes = {
+        "seeds": args.seeds,
+        "queries": args.queries,
+        "candidates": args.candidates,
+        "bootstrap": args.bootstrap,
+        "chunk": min(BudgetStudyConfig().chunk, args.queries),
+    }
+    if args.quick:
+        sizes = dict(QUICK)
+        design = replace(design, **QUICK_DESIGN)
+    return BudgetStudyConfig(
+        first_seed=args.first_seed, scales=tuple(args.scales), design=design, judge=judge, **sizes
+    )
+
+
+def check(cfg: BudgetStudyConfig) -> str | None:
+    """What makes a configuration unusable (None when it is fine)."""
+    from saber_core.rating.scales import SCALES
+    from saber_study.label_budget.designs import DESIGNS, PRESENTATIONS
+
+    for given, known, what in (
+        (cfg.design.designs, DESIGNS, "designs"),
+        (cfg.design.presentations, PRESENTATIONS, "presentations"),
+        (cfg.scales, SCALES, "scales"),
+    ):
+        unknown = sorted(set(given) - set(known))
+        if unknown or not given:
+            return f"{what} must be a non-empty subset of {', '.join(known)} (got {unknown})"
+    if min(cfg.design.budgets) <= cfg.candidates:
+        return "every budget must exceed the number of candidates"
+    if cfg.queries < 2 or cfg.seeds < 1:
+        return "need at least 2 queries and 1 seed"
+    return None
+
+
+def budget_main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``saber study budget``."""
+    args = build_parser().parse_args(list(argv) if argv is not None else None)
+    if args.markdown is not None:
+        section = readme_section(json.loads(args.markdown.read_text()))
+        if args.readme is None:
+            print(section)
+        else:
+            args.readme.write_text(replace_section(args.readme.read_text(), section))
+        return 0
+    cfg = config_from(args)
+    problem = check(cfg)
+    if problem:
+        print(f"saber study budget: {problem}", file=sys.stderr)
+        return 2
+    log = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        results = run_budget_study(cfg, log)
+    out = args.out or default_out()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "budget.json").write_text(json.dumps(results, indent=1) + "\n")
+    (out / "budget.md").write_text(full_markdown(results) + "\n")
+    plot(results, out / "budget.png")
+    print(readme_section(results))
+    if log:
+        log(f"wrote {out}/budget.json, budget.md, budget.png")
+    return 0
