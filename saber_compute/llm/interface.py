@@ -116,26 +116,43 @@ def call_key(identity: dict[str, str], request: LLMRequest) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def match_choice_logprobs(
-    candidates: Iterable[tuple[str | None, float]], choices: Sequence[str]
+def parting_choice_logprobs(
+    steps: Sequence[tuple[str, Iterable[tuple[str | None, float | None]]]],
+    choices: Sequence[str],
 ) -> dict[str, float]:
-    """Each choice's log-probability as the first generated token, from its top-k candidates.
+    """Each choice's log-probability at the token where the choices part.
 
-    ``candidates`` are (token text, log-prob) pairs without duplicates. A token matches a choice
-    when both are equal after stripping whitespace; several matching tokens (``"1"`` and ``" 1"``)
-    are combined by log-sum-exp. A choice that matches no candidate is omitted (its probability
-    is below the top-k cut-off), so the result can be empty. Only the first token is looked at:
-    choices should differ in their first token (``"1"``/``"2"``, ``"A"``/``"B"``).
+    ``steps`` are the generated tokens in order, each as (its text, its top-k candidates as
+    (token text, log-prob)). Following the answer's text, the parting step is the first one whose
+    generated token leaves a single choice possible: for ``"1"``/``"2"`` the first token, for
+    ``"\\boxed{1}"``/``"\\boxed{2}"`` the digit after ``\\boxed{``. There each choice gets the
+    log-sum-exp of the candidates that continue the text towards it and no other choice (tokens
+    ``"1"`` and ``" 1"`` both count). Text is compared without leading whitespace. A choice seen
+    in no candidate is omitted (below the top-k cut-off); no parting step: ``{}``. Under
+    constrained decoding (vLLM) the log-probs are over the allowed tokens only, so the choices'
+    probabilities at the parting step sum to 1.
     """
-    wanted = {c.strip(): c for c in choices}
-    matched: dict[str, list[float]] = {}
-    for token, logprob in candidates:
-        if token is None or logprob is None:
+    wanted = [c.strip() for c in choices]
+    prefix = ""
+    for chosen, candidates in steps:
+        here = (prefix + chosen).lstrip()
+        if len(_reachable(here, wanted)) > 1 or not _reachable(here, wanted):
+            prefix += chosen
             continue
-        choice = wanted.get(token.strip())
-        if choice is not None:
-            matched.setdefault(choice, []).append(float(logprob))
-    return {choice: _logsumexp(values) for choice, values in matched.items()}
+        matched: dict[str, list[float]] = {}
+        for token, logprob in candidates:
+            if token is None or logprob is None or math.isnan(logprob):
+                continue
+            reach = _reachable((prefix + token).lstrip(), wanted)
+            if len(reach) == 1:
+                matched.setdefault(choices[reach[0]], []).append(float(logprob))
+        return {choice: _logsumexp(values) for choice, values in matched.items()}
+    return {}
+
+
+def _reachable(text: str, choices: Sequence[str]) -> list[int]:
+    """Indices of the choices that ``text`` is a prefix of (or that it completes)."""
+    return [i for i, c in enumerate(choices) if c.startswith(text) or text.startswith(c)]
 
 
 def _logsumexp(values: list[float]) -> float:

@@ -59,6 +59,7 @@ class LLMSettings(dg.Config):
     tensor_parallel: int = 1  # GPUs per model (vllm)
     reasoning_effort: str = ""  # low / medium / high for reasoning models ("" = not sent)
     max_concurrency: int = 16  # requests in flight (openai)
+    max_model_len: int = 0  # vllm context length (0: the model's; 2048 for the packaged model)
 
 
 class PoolSettings(dg.Config):

@@ -37,7 +37,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from saber_compute.llm.interface import LLMRequest, LLMResult, match_choice_logprobs
+from saber_compute.llm.interface import LLMRequest, LLMResult, parting_choice_logprobs
 from saber_resources.llm.base import LLMBackend
 
 GUIDED_CHOICE_FORMATS = ("structured_outputs", "guided_choice")
@@ -127,16 +127,21 @@ def _int_or_none(value: object) -> int | None:
 
 
 def _choice_logprobs(choice: dict, request: LLMRequest) -> dict[str, float] | None:
-    """Per-choice log-probs from the first generated token's ``top_logprobs``, if present."""
+    """Per-choice log-probs at the token where the choices part, from each generated token's
+    ``top_logprobs`` (``parting_choice_logprobs``), if present."""
     if not (request.choices and request.logprobs):
         return None
     try:
-        first = choice["logprobs"]["content"][0]
-        candidates = {t["token"]: float(t["logprob"]) for t in first.get("top_logprobs") or []}
-        candidates.setdefault(first["token"], float(first["logprob"]))
+        walk = []
+        for step in choice["logprobs"]["content"]:
+            # a list, not a dict by text: two token ids may decode to the same text ("1")
+            candidates = [(t["token"], float(t["logprob"])) for t in step.get("top_logprobs") or []]
+            if step["token"] not in {token for token, _ in candidates}:
+                candidates.append((step["token"], float(step["logprob"])))
+            walk.append((step["token"], candidates))
     except (KeyError, IndexError, TypeError, ValueError, AttributeError):
         return None
-    return match_choice_logprobs(candidates.items(), request.choices)
+    return parting_choice_logprobs(walk, request.choices) if walk else None
 
 
 class OpenAICompatibleBackend(LLMBackend):
@@ -274,7 +279,10 @@ class OpenAICompatibleBackend(LLMBackend):
             try:
                 status, headers, payload = self._post(body)
             except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, resets
-                last = f"connection error: {type(exc).__name__}: {exc}"
+                last = (
+                    f"connection error: {type(exc).__name__}: {exc} — is the server at "
+                    f"{self.base_url} running (SABER_LLM_BASE_URL)?"
+                )
             else:
                 if 200 <= status < 300:
                     result = parse_chat_completion(payload, request)

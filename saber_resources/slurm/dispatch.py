@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import dagster as dg
 
 from saber_resources.llm.base import LLMBackend
@@ -31,9 +33,14 @@ def maybe_dispatcher(
     context: dg.AssetExecutionContext,
     backend: LLMBackend | None,
     store: DuckDBStore | None = None,
-) -> ShardDispatch | None:
+) -> ShardDispatch | Any | None:
     """The SLURM dispatch when ``execution == "slurm"`` (the run's allocation, or one job per
-    shard), else None (in-process calls); ``store`` records the stage's cost."""
-    if slurm is None or backend is None or execution != "slurm":
+    shard); otherwise the local LLM server of a backend whose engine lives in its own
+    environment (vLLM: ``local_dispatch``), else None (in-process calls); ``store`` records the
+    stage's cost."""
+    if backend is None:
         return None
+    if slurm is None or execution != "slurm":
+        local = getattr(backend, "local_dispatch", None)
+        return local(context.log.info) if local is not None else None
     return open_dispatch(slurm, context, backend, store)

@@ -59,7 +59,7 @@ from saber_compute.llm_shard import (
 )
 from saber_resources.llm.base import LLMBackend, backend_spec
 from saber_resources.slurm.adapter import step_run_dir
-from saber_resources.slurm.settings import SlurmDispatch
+from saber_resources.slurm.settings import SlurmDispatch, for_engine
 from saber_resources.slurm.transfer import get_file, put_file
 from saber_resources.store.database import DuckDBStore
 
@@ -139,12 +139,12 @@ class ShardDispatch:
         backend: LLMBackend,
         store: DuckDBStore | None = None,
     ) -> None:
-        self.settings = settings
         self.context = context
         self.store = store
         self.identity = backend.identity()
         spec, config = backend_spec(backend)
         self.spec = settings.backend_spec or spec
+        self.settings = settings = for_engine(settings, self.spec)
         self.config = (
             json.loads(settings.backend_config_json) if settings.backend_config_json else config
         )

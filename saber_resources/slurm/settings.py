@@ -23,6 +23,7 @@ from pydantic import Field, field_validator
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_PROFILES = PROJECT_ROOT / "slurm" / "profiles"
 DEV_DIR = "/var/tmp/saber-slurm"
+VLLM_ENGINE = "saber_compute.llm.vllm_offline:VLLMEngine"
 
 
 class SbatchLauncher(BashLauncher):
@@ -64,6 +65,11 @@ class SlurmDispatch(dg.ConfigurableResource):
     env_path: str = Field(
         default=f"{DEV_DIR}/payload-env",
         description="Pre-deployed payload env: P/activate.sh and P/env/bin/python (+ saber)",
+    )
+    vllm_env_path: str = Field(
+        default="",
+        description="Pre-deployed environment of the vLLM engine (its pins conflict with the "
+        "project's), used instead of env_path by the LLM jobs of a vllm build; '': env_path",
     )
     transfer: Literal["ssh", "shared"] = Field(
         default="ssh",
@@ -107,10 +113,10 @@ class SlurmDispatch(dg.ConfigurableResource):
         "(and --signal=B:USR1@lead); a successor allocation takes the rest",
     )
 
-    @field_validator("remote_base", "env_path")
+    @field_validator("remote_base", "env_path", "vllm_env_path")
     @classmethod
     def _absolute(cls, value: str) -> str:
-        if not value.startswith("/"):
+        if value and not value.startswith("/"):
             raise ValueError(f"{value!r}: cluster paths must be absolute (no ~ or $HOME)")
         return value.rstrip("/")
 
@@ -228,6 +234,14 @@ def slurm_dispatch_from_build(build: Any) -> SlurmDispatch:
             f"gpus_per_node={dispatch.gpus_per_node}"
         )
     return dispatch
+
+
+def for_engine(settings: SlurmDispatch, spec: str) -> SlurmDispatch:
+    """The settings the LLM jobs of engine ``spec`` run with: ``env_path`` is
+    ``vllm_env_path`` for the vLLM engine when the profile names one."""
+    if settings.vllm_env_path and spec == VLLM_ENGINE:
+        return settings.model_copy(update={"env_path": settings.vllm_env_path})
+    return settings
 
 
 def payload_lines(settings: SlurmDispatch, module: str, args: str) -> list[str]:

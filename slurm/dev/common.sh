@@ -7,6 +7,7 @@ DB_PORT="${SABER_SLURM_DB_PORT:-3307}"
 CLUSTER="${SABER_SLURM_CLUSTER:-saberdev}"
 PROJECT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 VENV="${SABER_SLURM_VENV:-$PROJECT/.venv}"
+VLLM_VENV="${SABER_SLURM_VLLM_VENV:-$PROJECT/.venv-vllm}"
 export SLURM_CONF="$DIR/etc/slurm.conf"
 CONTROL_SOCKET="${DAGSTER_SLURM_SSH_CONTROL_DIR:-$HOME/.ssh/dagster-slurm}/cm-root@127.0.0.1:$SSH_PORT"
 

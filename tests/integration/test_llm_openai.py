@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import dagster as dg
 import pytest
 
-from saber_compute.llm.interface import ChatMessage, LLMRequest, match_choice_logprobs
+from saber_compute.llm.interface import ChatMessage, LLMRequest, parting_choice_logprobs
 from saber_resources.llm.openai_compat import (
     OpenAICompatibleBackend,
     backoff_seconds,
@@ -395,12 +395,27 @@ def test_backoff_is_exponential_capped_and_deterministic():
     assert backoff_seconds(0, 1.0, 8.0, "k") != backoff_seconds(0, 1.0, 8.0, "other")
 
 
-def test_match_choice_logprobs():
-    got = match_choice_logprobs(
-        [(" A", -1.0), ("B\n", -2.0), ("C", -3.0), (None, -0.1)], ["A", "B"]
-    )
-    assert got == {"A": -1.0, "B": -2.0}
-    assert match_choice_logprobs([("x", -0.1)], ["A"]) == {}
+def test_parting_choice_logprobs_first_token():
+    candidates = [(" A", -1.0), ("B\n", -2.0), ("C", -3.0), (None, -0.1)]
+    assert parting_choice_logprobs([(" A", candidates)], ["A", "B"]) == {"A": -1.0, "B": -2.0}
+    assert parting_choice_logprobs([("x", [("x", -0.1)])], ["A"]) == {}
+
+
+def test_parting_choice_logprobs_read_where_boxed_choices_part():
+    # tokens as vLLM generates \boxed{2}: "\\" "boxed" "{" "2" "}"; they part at the digit,
+    # where two token ids decode to "2" (log-sum-exp) and "b" (a prefix of both) is ignored
+    steps = [
+        ("\\", [("\\", 0.0)]),
+        ("boxed", [("boxed", -0.2), ("b", -1.9)]),
+        ("{", [("{", 0.0)]),
+        ("2", [("1", -1.8), ("2", -0.3), ("2", -2.0), ("x", float("-inf"))]),
+        ("}", [("}", 0.0)]),
+    ]
+    got = parting_choice_logprobs(steps, ["\\boxed{1}", "\\boxed{2}"])
+    assert got == {
+        "\\boxed{1}": pytest.approx(-1.8),
+        "\\boxed{2}": pytest.approx(math.log(math.exp(-0.3) + math.exp(-2.0))),
+    }
 
 
 def test_parse_chat_completion_edge_cases():
@@ -428,3 +443,18 @@ def test_parse_chat_completion_edge_cases():
 def test_redact_url_keeps_host_port_path():
     assert redact_url("http://127.0.0.1:8000/v1/") == "http://127.0.0.1:8000/v1"
     assert redact_url("http://a:b@[::1]:9/v1?k=1") == "http://[::1]:9/v1"
+
+
+def test_two_tokens_with_the_same_text_both_count():
+    """vLLM's top_logprobs can hold two token ids that decode to "1" (as its server does for
+    Gemma): both count (log-sum-exp), neither hides the other."""
+    top = [{"token": "1", "logprob": -0.39}, {"token": "1", "logprob": -28.3},
+           {"token": "2", "logprob": -1.2}]  # fmt: skip
+    step = {"token": "1", "logprob": -0.39, "top_logprobs": top}
+    body = {"choices": [{"message": {"content": "1"}, "logprobs": {"content": [step]}}]}
+    judged = _req("ok:j", choices=("1", "2"), logprobs=True)
+    parsed = parse_chat_completion(json.dumps(body).encode(), judged)
+    assert parsed.choice_logprobs == {
+        "1": pytest.approx(math.log(math.exp(-0.39) + math.exp(-28.3))),
+        "2": pytest.approx(-1.2),
+    }

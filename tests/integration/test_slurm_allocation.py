@@ -470,6 +470,45 @@ def test_build_uses_one_allocation_one_model_load_and_one_ssh_connection(referen
     assert build.sshd.sessions() == sessions
 
 
+@pytest.mark.vllm
+def test_vllm_build_serves_every_llm_stage_from_one_allocation_and_one_load(dev, sshd, tmp_path):
+    """``SABER_LLM_BACKEND=vllm`` on the dev cluster: the allocation's server job runs from the
+    profile's ``vllm_env_path`` (the project's .venv-vllm) and loads vLLM once for the summaries,
+    the topics and every judge stage of the build."""
+    python = Path(dev.get("vllm_env_path") or "/nonexistent") / "env" / "bin" / "python"
+    if not python.exists():
+        reason = f"{python} is missing: run `make vllm-env`, then `make slurm-up`"
+        if os.environ.get("SABER_REQUIRE_VLLM"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    build = Build(dev, sshd, tmp_path, shard_size=256)
+    build.env.update(SABER_LLM_BACKEND="vllm", SABER_SUMMARIES="llm", SABER_TOPICS="llm",
+                     SABER_CORPUS_LIMIT="12", SABER_ROUNDS="2",
+                     SABER_VALIDITY_RR_QUERIES="0")  # fmt: skip
+    try:
+        out = build.run()
+        jobs = _jobs_under(build.remote_base)
+        assert len(jobs) == 1, jobs
+        (status,) = _alloc_status(build.remote_base).values()
+        assert status["model_loads"] == 1 and status["identity"]["backend"] == "vllm"
+        assert status["identity"]["engine_version"] == "0.32.0"
+        sbatch = next(Path(build.remote_base).glob("allocations/*/*/server.sbatch")).read_text()
+        assert "payload-env-vllm/env/bin/python" in sbatch
+        stages = set(build.table("slurm_stage_costs")["stage"])
+        llm_stages = {
+            "summaries",
+            "topic_annotations",
+            "tournament_round_01",
+            "tournament_round_02",
+        }
+        assert llm_stages <= stages
+        calls = build.table("llm_calls")
+        assert set(calls["backend"]) == {"vllm"} and calls.height == status["requests"]
+        assert "1 SLURM job(s), 1 model load(s)" in out
+    finally:
+        build.cleanup()
+
+
 def test_walltime_relay_mid_tournament_equals_the_uninterrupted_build(
     dev,
     sshd,
