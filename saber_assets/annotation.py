@@ -59,6 +59,7 @@ def _paid(stage: str, stats: CallStats) -> dict:
         "llm_cache_hits": stats.hits,
         "llm_backend_calls": stats.calls,
         "llm_errors": stats.errors,
+        **stats.prefix_cache(),
     }
 
 

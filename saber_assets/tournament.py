@@ -85,6 +85,7 @@ def make_round_asset(r: int) -> dg.AssetsDefinition:
                 "llm_cache_hits": s.hits,
                 "llm_backend_calls": s.calls,
                 "llm_errors": s.errors,
+                **s.prefix_cache(),
                 "n_byes_beyond_odd": len(query_ids) * (n - n % 2) - 2 * table.height,
                 "judge": judge.provenance(),
                 "query_status": dict(Counter(planned.status.tolist())),

@@ -96,6 +96,30 @@ def slurm_summary(store: DuckDBStore, run_id: str) -> str:
     return "\n".join(cost_lines(totals, stage_costs(store, [run_id])))
 
 
+def llm_summary(store: DuckDBStore, run_id: str) -> str | None:
+    """What the run paid its LLM per prompt: calls and, where the engine reports it (vLLM),
+    the prefix-cache hit rate = cached / prompt tokens; ``None`` when it paid no call."""
+    from saber_resources.llm.cache import TABLE
+
+    if not store.has_table(TABLE):
+        return None
+    with store.connect(read_only=True) as con:
+        rows = con.execute(
+            f"""SELECT prompt_id, count(*),
+                       sum(prompt_tokens) FILTER (WHERE json_exists(extra, '$.cached_tokens')),
+                       sum(CAST(json_extract(extra, '$.cached_tokens') AS BIGINT))
+                FROM {TABLE} WHERE run_id = ? GROUP BY prompt_id ORDER BY prompt_id""",
+            [run_id],
+        ).fetchall()
+    if not rows:
+        return None
+    parts = [
+        f"{prompt} {calls}" + (f" (prefix-cache hit {cached / tokens:.1%})" if tokens else "")
+        for prompt, calls, tokens, cached in rows
+    ]
+    return "llm:        calls paid by this build: " + ", ".join(parts)
+
+
 def _top(frame: pl.DataFrame, column: str, n: int = 3) -> str:
     """The ``n`` commonest values of ``column`` with their counts (row-specific details such as
     ``line 3:`` or ``(first at row 0)`` folded away)."""

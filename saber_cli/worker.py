@@ -40,7 +40,7 @@ def watch_supervisor(args: argparse.Namespace) -> None:
 def run_worker(args: argparse.Namespace) -> int:
     """Run the build as run ``args.run_id``: progress lines, then the summary (0); the failure
     block (1) or the lock holder (2). The traceback of a failure goes to the log."""
-    from saber_cli.build import run_build, slurm_summary, summary
+    from saber_cli.build import llm_summary, run_build, slurm_summary, summary
     from saber_cli.console import Console, StepProgress, failure_block
     from saber_resources.config import load_build_config
     from saber_resources.llm.engine_server import EngineServerError
@@ -62,6 +62,9 @@ def run_worker(args: argparse.Namespace) -> int:
         return 1
     store = DuckDBStore(database=str(build.database_path))
     console.say(summary(store, build.export_dir))
+    paid = llm_summary(store, result.run_id)
+    if paid:
+        console.say(paid)
     if build.execution == "slurm":
         try:
             console.say(slurm_summary(store, result.run_id))

@@ -119,7 +119,7 @@ class BoundJudge:
         if self.log:
             self.log(f"judging {len(queries)} pairs")
         out = self.judge.judge(queries, first, second, self.store, self.run_id, self.dispatch)
-        _add(self.stats, out.stats)
+        self.stats.add(out.stats)
         return out
 
 
@@ -250,14 +250,14 @@ class LLMJudge(PairwiseJudge):
     def _ask(self, cached: CachedLLM, triples: list[tuple[str, str, str]], stats: CallStats):
         """p(first) per triple with one retry of unparsable answers; raw, reasons, keys."""
         results, keys, s = cached.generate(self._requests(triples, self.seed, self.temperature))
-        _add(stats, s)
+        stats.add(s)
         parsed = [_verdict(r.text, r.choice_logprobs, r.error) for r in results]
         retry = [i for i, (p, _) in enumerate(parsed) if p is None]
         if retry:
             again, again_keys, s = cached.generate(
                 self._requests([triples[i] for i in retry], self.seed + 1, self.retry_temperature)
             )
-            _add(stats, s)
+            stats.add(s)
             for i, r, k in zip(retry, again, again_keys, strict=True):
                 first_reason = parsed[i][1]
                 p, reason = _verdict(r.text, r.choice_logprobs, r.error)
@@ -337,12 +337,6 @@ def _verdict(text: str, logprobs: dict | None, error: str | None) -> tuple[float
         return None, reason
     p = choice_probability(logprobs)
     return (p if p is not None else (1.0 if value == 1 else 0.0)), reason
-
-
-def _add(total: CallStats, part: CallStats) -> None:
-    total.hits += part.hits
-    total.calls += part.calls
-    total.errors += part.errors
 
 
 @lru_cache(maxsize=4)

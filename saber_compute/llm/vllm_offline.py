@@ -116,6 +116,9 @@ def result_from_output(output: Any, request: LLMRequest) -> LLMResult:
     finish = getattr(completion, "finish_reason", None)
     if finish is not None:
         extra["finish_reason"] = finish
+    cached = getattr(output, "num_cached_tokens", None)
+    if cached is not None:
+        extra["cached_tokens"] = int(cached)
     request_id = getattr(output, "request_id", None)
     return LLMResult(
         text=completion.text,

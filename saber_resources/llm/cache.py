@@ -35,11 +35,30 @@ COLUMNS = (
 
 @dataclass
 class CallStats:
-    """What one batch cost: cache hits, backend calls and errors (not cached)."""
+    """What one batch cost: cache hits, backend calls and errors (not cached); over the calls
+    whose engine reports it (vLLM), prompt tokens and those found in its prefix cache."""
 
     hits: int = 0
     calls: int = 0
     errors: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+
+    def add(self, other: CallStats) -> None:
+        """Add ``other``'s figures to these."""
+        for name in ("hits", "calls", "errors", "prompt_tokens", "cached_tokens"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def prefix_cache(self) -> dict[str, float | int]:
+        """``llm_prefix_cache_hit_rate`` = cached / prompt tokens of the paid calls whose engine
+        reports its prefix cache (with both counts); ``{}`` when none does."""
+        if not self.prompt_tokens:
+            return {}
+        return {
+            "llm_prompt_tokens": self.prompt_tokens,
+            "llm_cached_prompt_tokens": self.cached_tokens,
+            "llm_prefix_cache_hit_rate": round(self.cached_tokens / self.prompt_tokens, 4),
+        }
 
 
 Dispatch = Callable[[list[LLMRequest]], list[LLMResult]]
@@ -106,6 +125,9 @@ class CachedLLM:
         stats.calls += len(chunk)
         good = [(k, r) for k, r in zip(chunk, results, strict=True) if r.error is None]
         stats.errors += len(chunk) - len(good)
+        reported = [r for _, r in good if "cached_tokens" in r.extra and r.prompt_tokens]
+        stats.prompt_tokens += sum(r.prompt_tokens or 0 for r in reported)
+        stats.cached_tokens += sum(int(r.extra["cached_tokens"]) for r in reported)
         self._store(identity, [(k, by_key[k], r) for k, r in good])
         cached.update(good)
         cached.update((k, r) for k, r in zip(chunk, results, strict=True) if r.error)

@@ -111,6 +111,10 @@ def parse_chat_completion(payload: bytes, request: LLMRequest) -> LLMResult:
         extra["reasoning"] = reasoning
     usage = data.get("usage") if isinstance(data, dict) else None
     usage = usage if isinstance(usage, dict) else {}
+    details = usage.get("prompt_tokens_details")
+    cached = _int_or_none(details.get("cached_tokens")) if isinstance(details, dict) else None
+    if cached is not None:
+        extra["cached_tokens"] = cached
     response_id = data.get("id")
     return LLMResult(
         text=content,

@@ -65,7 +65,8 @@ def server_command(
     command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", model,
                "--host", "127.0.0.1", "--port", str(port), "--served-model-name", name,
                "--max-model-len", str(max_model_len), "--enforce-eager", "--seed", "0",
-               "--block-size", "32", "--disable-uvicorn-access-log"]  # fmt: skip
+               "--block-size", "32", "--disable-uvicorn-access-log",
+               "--enable-prompt-tokens-details"]  # fmt: skip
     return command + (["--chat-template", str(chat_template)] if chat_template else [])
 
 

@@ -438,6 +438,10 @@ def test_parse_chat_completion_edge_cases():
     bare = {"choices": [{"message": {"content": "hi"}}]}
     ok = parse_chat_completion(json.dumps(bare).encode(), request)
     assert (ok.text, ok.response_id, ok.prompt_tokens, ok.error) == ("hi", "", None, None)
+    assert "cached_tokens" not in ok.extra
+    usage = {"prompt_tokens": 90, "prompt_tokens_details": {"cached_tokens": 64}}
+    detailed = parse_chat_completion(json.dumps({**bare, "usage": usage}).encode(), request)
+    assert (detailed.prompt_tokens, detailed.extra["cached_tokens"]) == (90, 64)
 
 
 def test_redact_url_keeps_host_port_path():

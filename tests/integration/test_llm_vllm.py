@@ -48,13 +48,18 @@ def _lp(logprob: float, token: str) -> SimpleNamespace:
     return SimpleNamespace(logprob=logprob, rank=1, decoded_token=token)
 
 
-def _output(text: str, request_id: str = "0", logprobs=None, n_prompt: int = 9, token_ids=None):
+def _output(
+    text: str, request_id: str = "0", logprobs=None, n_prompt: int = 9, token_ids=None, cached=None
+):
     token_ids = token_ids if token_ids is not None else [7] * len(text)
     completion = SimpleNamespace(
         text=text, token_ids=token_ids, logprobs=logprobs, finish_reason="stop"
     )
     return SimpleNamespace(
-        request_id=request_id, prompt_token_ids=list(range(n_prompt)), outputs=[completion]
+        request_id=request_id,
+        prompt_token_ids=list(range(n_prompt)),
+        outputs=[completion],
+        num_cached_tokens=cached,
     )
 
 
@@ -115,8 +120,10 @@ def test_result_from_output_text_tokens_and_choice_logprobs():
     request = _req("q", choices=("1", "2", "3"), logprobs=True)
     first = {11: _lp(-0.1, "1"), 12: _lp(-2.5, " 2"), 13: _lp(-3.0, "2"), 14: _lp(-7.0, "x")}
     steps = [first, {15: _lp(0.0, "")}]
-    result = result_from_output(_output("1", "42", logprobs=steps, token_ids=[11, 15]), request)
+    output = _output("1", "42", logprobs=steps, token_ids=[11, 15], cached=6)
+    result = result_from_output(output, request)
     assert result.text == "1"
+    assert result.extra["cached_tokens"] == 6
     assert result.response_id == "vllm-42"
     assert (result.prompt_tokens, result.completion_tokens) == (9, 2)
     assert result.error is None
@@ -130,6 +137,7 @@ def test_result_from_output_without_logprobs_or_completion():
     plain = result_from_output(_output("an idea"), _req("q"))
     assert plain.text == "an idea" and plain.choice_logprobs is None
     assert plain.completion_tokens == len("an idea")
+    assert "cached_tokens" not in plain.extra  # the engine did not say
     no_lp = result_from_output(_output("1"), _req("q", choices=("1", "2"), logprobs=True))
     assert no_lp.choice_logprobs is None
     empty = result_from_output(SimpleNamespace(request_id="1", outputs=[]), _req("q"))

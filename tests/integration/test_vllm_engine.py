@@ -21,7 +21,7 @@ import dagster as dg
 import numpy as np
 import pytest
 
-from saber_cli.build import run_build
+from saber_cli.build import llm_summary, run_build
 from saber_compute.llm.interface import ChatMessage, LLMRequest
 from saber_compute.llm.model_folder import chat_template_text
 from saber_resources.config import load_build_config
@@ -200,6 +200,16 @@ def test_a_small_build_runs_every_llm_stage_on_one_server(backend, home):
     rounds = [json.loads(p.read_text()) for p in home.glob("llm-servers/shards/*/stats.json")]
     judged = [s for s in rounds if s["n_requests"] >= 8 and s.get("prefix_cache_queries")]
     assert judged and max(s["prefix_cache_hit_rate"] for s in judged) > 0.1
+    # every paid call carries its cached prompt tokens; the build reports the rate per prompt
+    tokens = store.query(
+        "SELECT sum(prompt_tokens) AS prompt, "
+        "sum(CAST(json_extract(extra, '$.cached_tokens') AS BIGINT)) AS cached, "
+        "count(*) FILTER (WHERE NOT json_exists(extra, '$.cached_tokens')) AS silent "
+        "FROM llm_calls WHERE prompt_id LIKE 'judge%'"
+    ).row(0, named=True)
+    assert tokens["silent"] == 0 and 0 < tokens["cached"] < tokens["prompt"]
+    line = llm_summary(store, result.run_id)
+    assert f"(prefix-cache hit {tokens['cached'] / tokens['prompt']:.1%})" in line
 
 
 def test_offline_batch_and_server_give_the_same_greedy_verdicts(backend, openai_server):
@@ -212,6 +222,7 @@ def test_offline_batch_and_server_give_the_same_greedy_verdicts(backend, openai_
     )
     served = client.generate(requests)
     assert [r.error for r in served] == [None] * len(requests)
+    assert all("cached_tokens" in r.extra for r in served + offline)  # both report the cache
     assert [r.text for r in served] == [r.text for r in offline]
     for a, b in zip(offline, served, strict=True):
         assert b.choice_logprobs["1"] == pytest.approx(a.choice_logprobs["1"], abs=0.05)
