@@ -134,8 +134,8 @@ def _mismatch(plan: PlanReads, record: RowsRecord, digests: np.ndarray, band: Ba
     changed = int((record.digests != digests[:n_old]).any(axis=1).sum())
     note = IC_NOTE.get(plan.plan.construction.ic, "")
     return (
-        f"{changed} of the {n_old} rows of the last pass score differently now (first: row "
-        f"{first}){'; ' + note if note else ''}"
+        f"{changed} of the {n_old} rows of the last pass differ now in what their pairs are "
+        f"scored from (first: row {first}){'; ' + note if note else ''}"
     )
 
 
