@@ -23,6 +23,7 @@ from saber_cli.build import run_build
 from saber_resources.config import load_build_config
 from saber_resources.store.database import DuckDBStore
 
+pytestmark = pytest.mark.e2e  # three whole builds per test (about 1.5 min each): CI's tier
 OLD, NEW = 240, 6
 LINEAGE = {"_run_id", "_asset_key", "_config_hash", "_code_version", "_created_at"}
 # Tables that describe a run rather than its results: when and by which run a call or an asset
