@@ -27,10 +27,11 @@ pytestmark = pytest.mark.e2e  # three whole builds per test (about 1.5 min each)
 OLD, NEW = 240, 6
 LINEAGE = {"_run_id", "_asset_key", "_config_hash", "_code_version", "_created_at"}
 # Tables that describe a run rather than its results: when and by which run a call or an asset
-# was made, what a run cost, and the band the all-pairs pass counted in (a grown databank's pass
+# was made (the manifests hold fingerprints and data versions, which hash the input files' paths
+# and the run columns), and the band the all-pairs pass counted in (a grown databank's pass
 # keeps the band of the pass it adds to; a fresh pass samples its own; the counts are exact
 # under either).
-RUN_TABLES = {"_saber_manifest", "llm_calls", "pair_bands"}
+RUN_TABLES = {"_saber_manifest", "build_manifest", "llm_calls", "pair_bands"}
 RUN_COLUMNS = {"run_id", "response_id", "created_at", "seconds"}
 
 
