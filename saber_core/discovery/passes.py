@@ -192,8 +192,10 @@ def add_unit(
 ) -> None:
     """Run one unit into ``totals``: rows ``[start, stop)`` × columns ``j ≥ i`` and, for rows
     appended after the first ``prefix`` rows, × columns ``j < prefix``."""
-    if unit[0] < prefix:
-        raise ValueError(f"unit {unit} starts before the new rows (prefix {prefix})")
+    if not prefix <= unit[0] <= unit[1] <= arrays.n_docs:
+        raise ValueError(
+            f"unit {unit} is not a row range of the {arrays.n_docs} rows after the prefix {prefix}"
+        )
     events, n_events = pair_kernel.upper_pass(
         unit[0], unit[1], prefix, totals.band.as_tuple(), totals.hist_b, totals.hist_j,
         totals.counts, totals.band_b, totals.band_j, np.zeros((64, 4), dtype=np.int32), 0,

@@ -40,7 +40,10 @@ def prefix_scorers(
 ) -> list[PairScorer]:
     """The scorers of the first ``size`` documents of one corpus, for each size: one tag tree
     and IC for all (so a grown databank's old rows keep their pair values), a corpus growing by
-    appended documents. ``copy_idea`` {k: m}: document k takes document m's idea."""
+    appended documents (``sizes`` ≤ ``n_docs``). ``copy_idea`` {k: m}: document k takes document
+    m's idea."""
+    if max(sizes) > n_docs:
+        raise ValueError(f"sizes {sizes} exceed the corpus of {n_docs} documents")
     rng = np.random.default_rng(seed)
     paths = sorted(
         {"/M/" + "/".join(f"{lv}{rng.integers(0, 4)}" for lv in "ABC") for _ in range(60)}

@@ -131,8 +131,10 @@ def test_units_over_appended_rows_cover_them_with_balanced_pairs():
 def test_a_grown_pass_refuses_rows_it_would_count_twice():
     scorer = prefix_scorer(CORPORA[0], 45, SETTINGS[0])
     totals = PassTotals.empty(45, Band.exact(0.5, 0.5))
-    with pytest.raises(ValueError, match="starts before the new rows"):
+    with pytest.raises(ValueError, match=r"unit \(10, 20\) is not a row range .* prefix 15"):
         add_unit(scorer.arrays, (10, 20), totals, prefix=15)
+    with pytest.raises(ValueError, match="is not a row range of the 45 rows"):
+        add_unit(scorer.arrays, (40, 46), totals)  # past the last row: never a wild write
     with pytest.raises(ValueError, match="cannot grow totals of 45 rows to 44"):
         totals.grown(44)
 
