@@ -5,7 +5,8 @@
 ``DIR`` is a sharded pass's cluster folder (written by
 :mod:`saber_resources.slurm.allpairs_jobs`): ``arrays.npz`` (the documents' kernel arrays) and
 ``plan.json`` (``units``, ``band``, ``shards``: the unit indices of each shard, ``kernel``: the
-digest of the kernel's code). The job runs shard ``K``'s units on ``N`` threads
+digest of the kernel's code, ``prefix``: for a pass over appended rows, the rows passed
+before). The job runs shard ``K``'s units on ``N`` threads
 (default: the job's CPUs) into ``DIR/shard-K/`` — per-thread partials after every unit (a
 killed or preempted job's successor resumes from them), ``progress.json``, and
 ``complete.npz`` with the shard's totals at the end. Exits with status 3 when the cluster's
@@ -82,6 +83,7 @@ def run_shard(folder: Path, shard: int, workers: int, checkpoint_s: float = 60.0
             only=mine,
             skip=totals.units_done,
             workers=workers,
+            prefix=int(plan.get("prefix", 0)),
             after_unit=own.writer(checkpoint_s),
             progress=progress,
         )

@@ -3,7 +3,10 @@
 
 * ``partial-<id>.npz`` — the totals of whole units of one worker thread (or one SLURM shard),
   rewritten atomically (a temporary file renamed over it) at most every ``interval`` seconds;
-* ``complete.npz`` — the totals of every unit, once the pass is done.
+* ``complete.npz`` — the totals of every unit, once the pass is done;
+* ``rows.npz`` — beside it, the row digests of the documents it covered, its band and the
+  version of the code that computed it: what a later pass over a grown databank needs to add
+  to these totals (:func:`finished_passes`).
 
 A killed pass resumes from the sum of the partials (their units are skipped) and adds up to
 the identical totals; shards are partials written by other machines into the same folder."""
@@ -15,7 +18,7 @@ import shutil
 import threading
 import time
 import uuid
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +27,7 @@ from saber_core.discovery.pair_kernel import PairArrays
 from saber_core.discovery.passes import Band, PassTotals
 
 COMPLETE = "complete.npz"
+ROWS = "rows.npz"
 
 
 def save_totals(totals: PassTotals, path: Path) -> None:
@@ -87,9 +91,13 @@ class PassFolder:
         """An ``after_unit`` callback saving each thread's totals to its own partial."""
         return PartialWriter(self.path, interval)
 
-    def finish(self, totals: PassTotals, prune: bool = True) -> None:
-        """Save the complete totals, drop the partials and (``prune``) the other passes of the
-        label."""
+    def finish(
+        self, totals: PassTotals, prune: bool = True, rows: RowsRecord | None = None
+    ) -> None:
+        """Save the complete totals (and ``rows``, what they cover), drop the partials and
+        (``prune``) the other passes of the label."""
+        if rows is not None:
+            rows.save(self.path / ROWS)
         save_totals(totals, self.complete_path)
         for path in self.path.glob("partial-*.npz"):
             path.unlink(missing_ok=True)
@@ -98,6 +106,47 @@ class PassFolder:
         for other in self.root.glob(f"{self.label}-*"):
             if other != self.path and other.is_dir():
                 shutil.rmtree(other, ignore_errors=True)
+
+    def rows(self) -> RowsRecord | None:
+        """What the finished pass covers, if it finished and recorded it."""
+        path = self.path / ROWS
+        return RowsRecord.load(path) if path.exists() and self.complete_path.exists() else None
+
+
+@dataclass(frozen=True)
+class RowsRecord:
+    """The rows a finished pass covered (``digests``: :meth:`PairArrays.row_digests`), its
+    band and the version of the code that computed its totals."""
+
+    digests: np.ndarray
+    band: Band
+    code: str
+
+    def save(self, path: Path) -> None:
+        """Write the record to ``path`` atomically."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp.npz")
+        band = np.array(self.band.as_tuple(), dtype=np.int64)
+        np.savez(partial, digests=self.digests, band=band, code=np.array(self.code))
+        os.replace(partial, path)
+
+    @classmethod
+    def load(cls, path: Path) -> RowsRecord:
+        """The record saved at ``path``."""
+        with np.load(path) as saved:
+            band = Band(*(int(v) for v in saved["band"]))
+            return cls(saved["digests"], band, str(saved["code"]))
+
+
+def finished_passes(root: Path, label: str) -> list[tuple[PassFolder, RowsRecord]]:
+    """The finished passes of ``label`` under ``root`` that recorded their rows, newest first."""
+    found = []
+    for path in Path(root).glob(f"{label}-*"):
+        folder = PassFolder(root, label, path.name[len(label) + 1 :])
+        record = folder.rows() if path.is_dir() else None
+        if record is not None:
+            found.append((path.stat().st_mtime, folder, record))
+    return [(folder, record) for _, folder, record in sorted(found, key=lambda f: -f[0])]
 
 
 class PartialWriter:

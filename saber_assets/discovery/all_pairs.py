@@ -71,24 +71,25 @@ def pair_histograms_asset(
             "ordered_pairs": int(totals.hist_b.sum()),
             "excluded_rows": databank.excluded.height,
             "thresholds_in_bands": resolve_counts(totals, *thresholds.values()) is not None,
+            "growth": timing["growth"],
             "pass": timing,
         }
         plot = histogram_plot(table, plan.paths.artifacts_dir / "pair_histograms.png")
-        tables = {"pair_histograms": table, "databank_exclusions": databank.excluded}
+        tables = {
+            "pair_histograms": table,
+            "pair_bands": band_table(totals.band),
+            "databank_exclusions": databank.excluded,
+        }
         return StageOutput(tables, figures=figures, plots={"pair_histograms": plot})
 
     return materialize_stage(context, store, plan, compute=compute)
 
 
 def histogram_table(totals: PassTotals, thresholds: dict[str, float]) -> pl.DataFrame:
-    """One row per float16 value that occurs: signal, bits, value, count (ordered pairs), the
-    signal's threshold and the band of the pass (bits ``[band_low, band_low + band_width)``)."""
+    """One row per float16 value that occurs: signal, bits, value, count (ordered pairs) and
+    the signal's threshold."""
     bits = np.arange(1 << 16, dtype=np.uint16)
-    band = totals.band
-    signals = (
-        ("bma", totals.hist_b, band.low_b, band.width_b),
-        ("jaccard", totals.hist_j, band.low_j, band.width_j),
-    )
+    signals = (("bma", totals.hist_b), ("jaccard", totals.hist_j))
     return pl.concat(
         pl.DataFrame(
             {
@@ -97,19 +98,29 @@ def histogram_table(totals: PassTotals, thresholds: dict[str, float]) -> pl.Data
                 "value": bits[hist > 0].view(np.float16).astype(np.float64),
                 "count": hist[hist > 0],
                 "threshold": thresholds[name],
-                "band_low": low,
-                "band_width": width,
             }
         )
-        for name, hist, low, width in signals
+        for name, hist in signals
+    )
+
+
+def band_table(band: Band) -> pl.DataFrame:
+    """The band the pass counted each row's groups in, per signal (bits ``[band_low,
+    band_low + band_width)``): how the pass was cut, not a result (a grown databank's pass
+    keeps the band of the pass it adds to), and where ``target_eligibility`` finds its totals."""
+    return pl.DataFrame(
+        {
+            "signal": ["bma", "jaccard"],
+            "band_low": [band.low_b, band.low_j],
+            "band_width": [band.width_b, band.width_j],
+        }
     )
 
 
 def stored_band(store: DuckDBStore) -> Band:
     """The band of ``pair_histograms``'s pass."""
-    table = store.read_table("pair_histograms").group_by("signal", maintain_order=True).first()
-    found = {row["signal"]: (row["band_low"], row["band_width"]) for row in table.to_dicts()}
-    return Band(*found["bma"], *found["jaccard"])
+    found = {row["signal"]: row for row in store.read_table("pair_bands").to_dicts()}
+    return Band(*(found[s][c] for s in ("bma", "jaccard") for c in ("band_low", "band_width")))
 
 
 def stored_thresholds(store: DuckDBStore) -> tuple[float, float]:

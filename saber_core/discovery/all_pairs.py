@@ -49,6 +49,11 @@ class PairScorer:
         """The kernel's flat arrays."""
         return pair_kernel.pair_arrays(self.bma, self.ideas, self.pooled, self.empty_idea_jaccard)
 
+    @cached_property
+    def row_digests(self) -> np.ndarray:
+        """What each row's pair values depend on, hashed (:meth:`PairArrays.row_digests`)."""
+        return self.arrays.row_digests()
+
     def rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(BMA, Jaccard) of ``rows`` against every document, each (len(rows), n_docs) float16,
         by the kernel."""

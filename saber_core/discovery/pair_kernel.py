@@ -20,13 +20,16 @@ Per row ``i`` (tags ``A``, tokens ``T_i``) and the columns ``j ≥ lo``:
 Only the columns a row touches are written, and the column loop resets them, so a row costs
 about (tree scatter + postings + one pass over its columns). BMA and Jaccard are symmetric to the
 bit (``IC(a) + IC(b)`` commutes, the two halves swap), so the all-pairs passes visit each
-unordered pair once (``j ≥ i``) and count it for both rows.
+unordered pair once (``j ≥ i``) and count it for both rows; a pass over rows appended to a
+databank (``prefix``: the rows already passed) scores each new row against every column and
+counts its pairs with the old rows and the later new rows.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import struct
 from dataclasses import dataclass
 
 import numba as nb
@@ -91,6 +94,32 @@ class PairArrays:
             h.update(f"{array.dtype}{array.shape}".encode())
             h.update(array.tobytes())
         return h.hexdigest()
+
+    def row_digests(self) -> np.ndarray:
+        """Per row, a 16-byte hash of everything its pair values depend on, (n, 16) uint8: its
+        tags in list order, each with its ancestor chain (node ids, IC bits), its token ids and
+        the flags. Two rows with equal digests score alike against any row; when a databank
+        grows, the old rows keep their digests exactly when their pairs keep their values
+        (node and token ids are given in order of first sighting, so appended rows leave the
+        old ids alone)."""
+        ic_bits = self.ic.view(np.int64)
+        node_keys = np.zeros((len(self.ancestors), 16), dtype=np.uint8)
+        for node, chain in enumerate(self.ancestors):
+            chain = chain[chain >= 0].astype(np.int64)
+            key = hashlib.blake2b(chain.tobytes() + ic_bits[chain].tobytes(), digest_size=16)
+            node_keys[node] = np.frombuffer(key.digest(), dtype=np.uint8)
+        tags = node_keys[self.tag_nodes].tobytes()
+        tokens = self.tok_ids.astype(np.int64).tobytes()
+        flags = bytes([self.root_self, self.pooled, self.empty_one])
+        out = np.empty((self.n_docs, 16), dtype=np.uint8)
+        for row in range(self.n_docs):
+            t0, t1 = int(self.tag_ptr[row]), int(self.tag_ptr[row + 1])
+            k0, k1 = int(self.tok_ptr[row]), int(self.tok_ptr[row + 1])
+            h = hashlib.blake2b(flags + struct.pack("<qq", t1 - t0, k1 - k0), digest_size=16)
+            h.update(tags[16 * t0 : 16 * t1])
+            h.update(tokens[8 * k0 : 8 * k1])
+            out[row] = np.frombuffer(h.digest(), dtype=np.uint8)
+        return out
 
     @property
     def data(self) -> tuple:
@@ -346,8 +375,8 @@ def _count_row(i, counted, m, bits_b, bits_j, band, counts, band_b, band_j, even
     """Count the pairs (i, j) of the ``m`` columns ``counted`` for both rows: both signals
     outside their bands — the sure group into ``counts``; one inside — its band histogram
     ``band_b``/``band_j`` [other signal below (0) or above (1) its band, row, offset]; both
-    inside — an event (i, j, offsets) appended to ``events`` (grown when full). Returns the
-    events and their number."""
+    inside — an event (smaller row, larger row, offsets) appended to ``events`` (grown when
+    full). Returns the events and their number."""
     low_b, width_b, low_j, width_j = band
     for k in range(m):
         j = counted[k]
@@ -359,7 +388,7 @@ def _count_row(i, counted, m, bits_b, bits_j, band, counts, band_b, band_j, even
                 grown = np.empty((2 * events.shape[0] + 64, 4), dtype=events.dtype)
                 grown[:n_events] = events[:n_events]
                 events = grown
-            events[n_events, 0], events[n_events, 1] = i, j
+            events[n_events, 0], events[n_events, 1] = min(i, j), max(i, j)
             events[n_events, 2], events[n_events, 3] = bb - low_b, bj - low_j
             n_events += 1
         elif zb == 1:
@@ -376,30 +405,42 @@ def _count_row(i, counted, m, bits_b, bits_j, band, counts, band_b, band_j, even
 
 
 @nb.njit(**JIT)
-def upper_pass(row_start, row_stop, band, hist_b, hist_j, counts, band_b, band_j, events,
+def _scan(start, stop, bits_b, bits_j, hist_b, hist_j, low_b, low_j, counted, m):
+    """Add the columns ``[start, stop)`` of a row twice to the histograms (the pair stands for
+    (i, j) and (j, i)) and list in ``counted`` (from ``m``) those in or above a band; returns
+    the new ``m``."""
+    for j in range(start, stop):  # hot loop: no array is rebound here (no reference counting)
+        bb, bj = bits_b[j], bits_j[j]
+        hist_b[bb] += 2
+        hist_j[bj] += 2
+        if bb >= low_b or bj >= low_j:
+            counted[m] = j
+            m += 1
+    return m
+
+
+@nb.njit(**JIT)
+def upper_pass(row_start, row_stop, prefix, band, hist_b, hist_j, counts, band_b, band_j, events,
                n_events, data):  # fmt: skip
-    """Rows ``[row_start, row_stop)`` against the columns ``j ≥ i``, added in place: every
-    ordered pair to the float16 histograms ``hist_b``/``hist_j`` (the unordered pair (i, j),
-    j > i, stands for (i, j) and (j, i)); every pair j ≠ i to the group counts of both rows
-    under the float16 bands ``band = (low_b, width_b, low_j, width_j)`` (:func:`_count_row`;
-    width 0 at the thresholds: the exact groups); returns the events and their number."""
+    """Rows ``[row_start, row_stop)`` against the columns ``j ≥ i`` and, when ``prefix`` > 0,
+    the columns ``j < prefix`` too (rows appended to a databank whose first ``prefix`` rows had
+    their pass: ``prefix ≤ row_start``; every pair with an appended row, once), added in place:
+    every ordered pair to the float16 histograms ``hist_b``/``hist_j`` (the unordered pair
+    (i, j), j ≠ i, stands for (i, j) and (j, i)); every pair j ≠ i to the group counts of both
+    rows under the float16 bands ``band = (low_b, width_b, low_j, width_j)``
+    (:func:`_count_row`; width 0 at the thresholds: the exact groups); returns the events and
+    their number."""
     scratch = _scratch(data)
     n = scratch[1].shape[0]
     bits_b, bits_j = np.empty(n, dtype=np.uint16), np.empty(n, dtype=np.uint16)
     counted = np.empty(n, dtype=np.int64)  # the columns of a row with a value in or above a band
     low_b, low_j = band[0], band[2]
     for i in range(row_start, row_stop):
-        _row_bits(i, i, scratch, bits_b, bits_j, data)
+        _row_bits(i, 0 if prefix > 0 else i, scratch, bits_b, bits_j, data)
         hist_b[bits_b[i]] += 1
         hist_j[bits_j[i]] += 1
-        m = 0
-        for j in range(i + 1, n):  # hot loop: no array is rebound here (no reference counting)
-            bb, bj = bits_b[j], bits_j[j]
-            hist_b[bb] += 2
-            hist_j[bj] += 2
-            if bb >= low_b or bj >= low_j:
-                counted[m] = j
-                m += 1
+        m = _scan(0, prefix, bits_b, bits_j, hist_b, hist_j, low_b, low_j, counted, 0)
+        m = _scan(i + 1, n, bits_b, bits_j, hist_b, hist_j, low_b, low_j, counted, m)
         events, n_events = _count_row(
             i, counted, m, bits_b, bits_j, band, counts, band_b, band_j, events, n_events
         )

@@ -20,6 +20,14 @@ they lie in the bands; otherwise (an unlucky sample) it returns None and the cal
 Units (row ranges against the columns ``j ≥ i``) are independent and their totals add up
 (integer counts): a pass resumes from the units already done, runs on several threads, and
 splits into shards on several machines; any split gives the identical totals.
+
+**Growth.** Every total is a sum over unordered pairs. When documents are appended to a
+databank whose pass is done and whose first rows still score exactly as before (equal
+:meth:`~saber_core.discovery.pair_kernel.PairArrays.row_digests`: :func:`unchanged_prefix`),
+the grown databank's totals are the old ones re-indexed (:meth:`PassTotals.grown`) plus a pass
+over the new pairs only, under the old band: units with ``prefix`` = the old row count, each new
+row against the old rows and the later new rows. Any other change (a different IC, tokenizer,
+fix; a removed or edited document) needs a full pass.
 """
 
 from __future__ import annotations
@@ -127,41 +135,82 @@ class PassTotals:
         self.events = np.concatenate([self.events, other.events])
         self.units_done |= other.units_done
 
+    def grown(self, n_docs: int) -> PassTotals:
+        """These totals re-indexed to a databank of ``n_docs`` rows whose first rows are this
+        pass's (the appended rows zero; no unit done)."""
+        n_old = len(self.counts) if self.band.counting else 0
+        if n_docs < n_old:
+            raise ValueError(f"cannot grow totals of {n_old} rows to {n_docs}")
+        out = PassTotals.empty(n_docs, self.band)
+        out.hist_b += self.hist_b
+        out.hist_j += self.hist_j
+        out.counts[:n_old] = self.counts
+        out.band_b[:, : self.band_b.shape[1]] = self.band_b
+        out.band_j[:, : self.band_j.shape[1]] = self.band_j
+        out.events = self.events.copy()
+        return out
+
 
 def pass_key(
-    arrays: pair_kernel.PairArrays, units: Sequence[tuple[int, int]], band: Band, code: str = ""
+    arrays: pair_kernel.PairArrays,
+    units: Sequence[tuple[int, int]],
+    band: Band,
+    code: str = "",
+    prefix: int = 0,
 ) -> str:
-    """What a pass's totals depend on: the arrays, the units, the band and (``code``) the
-    version of the code that computes them (hex)."""
+    """What a pass's totals depend on: the arrays, the units (over the rows after ``prefix``),
+    the band and (``code``) the version of the code that computes them (hex)."""
     text = f"{arrays.digest()}|{list(units)}|{band.as_tuple()}|{code}"
+    text += f"|prefix {prefix}" if prefix else ""
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
-def row_units(n_docs: int, n_units: int) -> list[tuple[int, int]]:
-    """Contiguous row ranges ``[start, stop)`` covering ``n_docs`` rows whose upper-triangle
-    pairs (row ``i`` has ``n − i``) are about equal; at most ``n_units``, none empty."""
-    if n_docs == 0:
+def row_units(n_docs: int, n_units: int, prefix: int = 0) -> list[tuple[int, int]]:
+    """Contiguous row ranges ``[start, stop)`` covering the rows ``[prefix, n_docs)`` whose
+    pairs (row ``i``: ``prefix + n − i``, :func:`unit_pairs`) are about equal; at most
+    ``n_units``, none empty."""
+    if n_docs <= prefix:
         return []
-    stops = np.arange(n_docs + 1, dtype=np.int64)
-    pairs_before = stops * n_docs - stops * (stops - 1) // 2  # pairs of the rows before each
-    cuts = np.searchsorted(pairs_before, np.linspace(0, pairs_before[-1], n_units + 1)[1:-1])
-    bounds = np.unique(np.r_[0, cuts, n_docs])
+    stops = np.arange(prefix, n_docs + 1, dtype=np.int64)
+    rows = stops - prefix
+    pairs_before = rows * (n_docs + prefix) - (prefix + stops - 1) * rows // 2  # of rows before
+    goals = np.linspace(0, pairs_before[-1], n_units + 1)[1:-1]
+    cuts = prefix + np.searchsorted(pairs_before, goals)
+    bounds = np.unique(np.r_[prefix, cuts, n_docs])
     return [(int(a), int(b)) for a, b in itertools.pairwise(bounds)]
 
 
-def unit_pairs(n_docs: int, unit: tuple[int, int]) -> int:
-    """Σ_{i=start}^{stop−1} (n − i): the unit's unordered pairs, self-pairs included."""
+def unit_pairs(n_docs: int, unit: tuple[int, int], prefix: int = 0) -> int:
+    """Σ_{i=start}^{stop−1} (prefix + n − i): the unit's unordered pairs, self-pairs included
+    (``prefix``: with the old rows of a grown databank, :func:`add_unit`)."""
     start, stop = unit
-    return (stop - start) * n_docs - (start + stop - 1) * (stop - start) // 2
+    return (stop - start) * (n_docs + prefix) - (start + stop - 1) * (stop - start) // 2
 
 
-def add_unit(arrays: pair_kernel.PairArrays, unit: tuple[int, int], totals: PassTotals) -> None:
-    """Run one unit (rows ``[start, stop)`` × columns ``j ≥ i``) into ``totals``."""
+def add_unit(
+    arrays: pair_kernel.PairArrays, unit: tuple[int, int], totals: PassTotals, prefix: int = 0
+) -> None:
+    """Run one unit into ``totals``: rows ``[start, stop)`` × columns ``j ≥ i`` and, for rows
+    appended after the first ``prefix`` rows, × columns ``j < prefix``."""
+    if not prefix <= unit[0] <= unit[1] <= arrays.n_docs:
+        raise ValueError(
+            f"unit {unit} is not a row range of the {arrays.n_docs} rows after the prefix {prefix}"
+        )
     events, n_events = pair_kernel.upper_pass(
-        unit[0], unit[1], totals.band.as_tuple(), totals.hist_b, totals.hist_j, totals.counts,
-        totals.band_b, totals.band_j, np.zeros((64, 4), dtype=np.int32), 0, arrays.data,
+        unit[0], unit[1], prefix, totals.band.as_tuple(), totals.hist_b, totals.hist_j,
+        totals.counts, totals.band_b, totals.band_j, np.zeros((64, 4), dtype=np.int32), 0,
+        arrays.data,
     )  # fmt: skip
     totals.events = np.concatenate([totals.events, events[:n_events]])
+
+
+def unchanged_prefix(old: np.ndarray, new: np.ndarray) -> int:
+    """How many leading rows of the row digests ``old`` equal those of ``new``
+    (:meth:`~saber_core.discovery.pair_kernel.PairArrays.row_digests`): the old pass's totals
+    hold for the grown databank when this is ``len(old)``."""
+    n = min(len(old), len(new))
+    differ = np.flatnonzero((old[:n] != new[:n]).any(axis=1))
+    return int(differ[0]) if len(differ) else n
 
 
 def run_pass(
@@ -172,17 +221,19 @@ def run_pass(
     only: Sequence[int] | None = None,
     skip: set[int] | frozenset[int] = frozenset(),
     workers: int = 1,
+    prefix: int = 0,
     after_unit: Callable[[PassTotals], None] | None = None,
     progress: Progress = None,
 ) -> PassTotals:
     """The units ``only`` (default: all) of ``units`` but ``skip``, on ``workers`` threads, each
     adding into its own totals and calling ``after_unit(its totals)`` after every unit (from
     its thread: a checkpoint holds whole units only); returns the sum over the threads.
+    ``prefix``: the units are rows appended after the first ``prefix`` rows (:func:`add_unit`).
     ``progress(pairs done, pairs to do)``."""
     todo = [u for u in (range(len(units)) if only is None else only) if u not in skip]
     queue = iter(todo)
     lock = threading.Lock()
-    total_pairs = sum(unit_pairs(arrays.n_docs, units[u]) for u in todo)
+    total_pairs = sum(unit_pairs(arrays.n_docs, units[u], prefix) for u in todo)
     done = [0]
     per_thread = [PassTotals.empty(arrays.n_docs, band) for _ in range(max(1, workers))]
 
@@ -192,12 +243,12 @@ def run_pass(
                 unit = next(queue, None)
             if unit is None:
                 return
-            add_unit(arrays, units[unit], totals)
+            add_unit(arrays, units[unit], totals, prefix)
             totals.units_done.add(unit)
             if after_unit:
                 after_unit(totals)
             with lock:
-                done[0] += unit_pairs(arrays.n_docs, units[unit])
+                done[0] += unit_pairs(arrays.n_docs, units[unit], prefix)
                 if progress:
                     progress(done[0], total_pairs)
 

@@ -70,6 +70,7 @@ class ShardedPass:
     remote: str
     job_ids: list[str] = field(default_factory=list)
     stats: dict[int, dict] = field(default_factory=dict)
+    prefix: int = 0  # a pass over the rows appended after the first ``prefix``
 
     @property
     def plan(self) -> dict[str, Any]:
@@ -79,6 +80,7 @@ class ShardedPass:
             "band": list(self.band.as_tuple()),
             "shards": self.shards,
             "kernel": kernel_digest(),
+            "prefix": self.prefix,
         }
 
 
@@ -89,14 +91,15 @@ def sharded_pass(
     todo: Sequence[int],
     n_shards: int,
     name: str,
+    prefix: int = 0,
 ) -> ShardedPass:
-    """The shards of the units ``todo`` and their cluster folder (named by the plan)."""
+    """The shards of the units ``todo`` (over the rows after ``prefix``) and their cluster
+    folder (named by the plan)."""
     shards = [[todo[k] for k in shard] for shard in plan_shards(len(todo), n_shards)]
-    digest = hashlib.blake2b(
-        json.dumps([list(map(list, units)), band.as_tuple(), shards]).encode(), digest_size=8
-    ).hexdigest()
+    planned = [list(map(list, units)), band.as_tuple(), shards] + ([prefix] if prefix else [])
+    digest = hashlib.blake2b(json.dumps(planned).encode(), digest_size=8).hexdigest()
     remote = f"{settings.remote_base}/allpairs/{name}/shards-{digest}"
-    return ShardedPass(list(units), band, shards, remote)
+    return ShardedPass(list(units), band, shards, remote, prefix=prefix)
 
 
 def shard_script(

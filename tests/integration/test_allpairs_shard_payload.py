@@ -1,7 +1,7 @@
 """The all-pairs shard payload without a cluster: the plan cuts every unit once, contiguous
 and balanced; the saved kernel arrays read back equal; shards run from a plan folder add up to
-the local pass; a resumed shard skips the units of its partials; a plan from other kernel code
-is refused."""
+the local pass (also over the rows appended to a databank); a resumed shard skips the units of
+its partials; a plan from other kernel code is refused."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 import pytest
+from allpairs_corpus import prefix_scorers
 from allpairs_corpus import scorer as make_scorer
 
 from saber_compute.allpairs_shard import (
@@ -47,13 +48,14 @@ def test_arrays_round_trip(tmp_path):
     )
 
 
-def _plan(tmp_path, arrays, units, shards, kernel=None):
+def _plan(tmp_path, arrays, units, shards, kernel=None, prefix=0):
     save_arrays(arrays, tmp_path / ARRAYS)
     plan = {
         "units": [list(u) for u in units],
         "band": list(BAND.as_tuple()),
         "shards": shards,
         "kernel": kernel or kernel_digest(),
+        "prefix": prefix,
     }
     (tmp_path / PLAN).write_text(json.dumps(plan))
 
@@ -78,6 +80,21 @@ def test_shards_add_up_to_the_local_pass_and_resume_from_partials(tmp_path):
         np.testing.assert_array_equal(getattr(total, name), getattr(local, name), err_msg=name)
     assert total.units_done == set(range(len(units)))
     assert run_shard(tmp_path, 0, workers=1)["resumed"] is True  # done: not run again
+
+
+def test_shards_of_a_grown_databank_add_up_to_its_new_pairs(tmp_path):
+    old, new = prefix_scorers([300, 420])
+    units = row_units(420, 6, 300)
+    shards = plan_shards(len(units), 3)
+    _plan(tmp_path, new.arrays, units, shards, prefix=300)
+    for k in range(3):
+        run_shard(tmp_path, k, workers=1, checkpoint_s=0.0)
+    total = run_pass(old.arrays, row_units(300, 2), BAND).grown(420)
+    for k in range(3):
+        total.add(shard_folder(tmp_path, k).complete())
+    scratch = run_pass(new.arrays, row_units(420, 5), BAND)
+    for name in ("hist_b", "hist_j", "counts", "band_b", "band_j"):
+        np.testing.assert_array_equal(getattr(total, name), getattr(scratch, name), err_msg=name)
 
 
 def test_a_plan_from_other_kernel_code_is_refused(tmp_path, capsys):

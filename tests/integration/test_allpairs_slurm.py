@@ -1,5 +1,6 @@
 """All-pairs passes as SLURM shard jobs on the dev cluster (`make slurm-up`): four shards add up
-to the identical totals of a local pass; a finished plan is never submitted again; tasks that
+to the identical totals of a local pass, and the shards of a grown databank's new pairs to the
+totals of a from-scratch pass; a finished plan is never submitted again; tasks that
 keep failing fail the pass with their log; and a `method: sabermath` build under
 `execution: slurm` gives the identical thresholds, counts, queries and pools to the local
 build."""
@@ -15,6 +16,7 @@ from pathlib import Path
 import dagster as dg
 import numpy as np
 import pytest
+from allpairs_corpus import prefix_scorers
 from allpairs_corpus import scorer as make_scorer
 from test_sabermath_build import SETTINGS, tag_corpus
 from test_slurm import accounting_under, usable_dev_profile
@@ -106,6 +108,21 @@ def test_four_shards_add_up_to_the_local_pass_and_are_not_run_twice(dev, remote_
     )
     assert again.job_ids == [] and again.remote == work.remote
     _assert_equal(_downloaded(tmp_path / "again", scorer.n_docs), local)
+
+
+def test_shards_of_a_grown_databank_add_its_new_pairs_to_the_old_pass(dev, remote_base, tmp_path):
+    old, new = prefix_scorers([500, 640], n_docs=640)
+    units = row_units(640, 8, 500)
+    settings = _settings(dev, remote_base)
+    work = jobs.sharded_pass(settings, units, BAND, list(range(8)), 3, "pass1-grow-test", 500)
+    assert work.plan["prefix"] == 500
+    runner = jobs.AllPairsJobs(settings, jobs.ShardJobSettings(cpus=1), "run-g", print)
+    runner.run(new.arrays, work, tmp_path / "grow")
+    grown = run_pass(old.arrays, row_units(500, 4), BAND).grown(640)
+    grown.add(_downloaded(tmp_path / "grow", 640))
+    scratch = run_pass(new.arrays, row_units(640, 8), BAND, workers=2)
+    grown.units_done = scratch.units_done  # the units of different cuts; the totals below
+    _assert_equal(grown, scratch)
 
 
 def test_tasks_that_keep_failing_fail_the_pass_with_their_log(
