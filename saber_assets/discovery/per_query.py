@@ -50,7 +50,9 @@ def queries(
             pl.col("doc_id").is_in(with_topics.implode())
             & pl.col("doc_id").is_in(written.implode())
         )
-        picked = sample_queries(eligible["domain"].to_list(), n_queries, plan.seed)
+        stable = plan.pools.query_draw == "stable"
+        keys = eligible["doc_id"].to_list() if stable else None
+        picked = sample_queries(eligible["domain"].to_list(), n_queries, plan.seed, keys)
         table = (
             eligible[picked]
             .select(pl.col("doc_id").alias("query_id"), "doc_index", "domain")

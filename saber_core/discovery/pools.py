@@ -22,6 +22,7 @@ Released order: topic-only first, then summary-only, then both; each group in de
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal
@@ -316,19 +317,31 @@ def _top_k_of(
     return candidates[order].astype(np.int64)
 
 
-def sample_queries(domains: Sequence[str], n_queries: int, seed: int) -> np.ndarray:
+def sample_queries(
+    domains: Sequence[str], n_queries: int, seed: int, keys: Sequence[str] | None = None
+) -> np.ndarray:
     """Draw ``n_queries`` row indices balanced across domains (seeded, without replacement).
 
     Water-filling: a domain with too few rows gives all it has and the shortfall is spread over the
-    other domains, whose quotas differ by at most one. Raises ValueError if fewer rows exist than
-    queries asked.
+    other domains, whose quotas differ by at most one. Each domain's rows are taken in a seeded
+    random order: a permutation of the rows, or with ``keys`` (document ids) the order of
+    ``blake2b(seed, key)`` — stable when rows are appended, since a new row displaces a query
+    only if it hashes ahead of it (and a quota shifts only by the rows a domain gains). Raises
+    ValueError if fewer rows exist than queries asked.
     """
     domains = np.asarray(domains, dtype=object)
     if n_queries > len(domains):
         raise ValueError(f"asked for {n_queries} queries but only {len(domains)} rows exist")
-    rng = np.random.default_rng(seed)
     names = sorted(set(domains.tolist()))
-    shuffled = {d: rng.permutation(np.flatnonzero(domains == d)) for d in names}
+    if keys is None:
+        rng = np.random.default_rng(seed)
+        shuffled = {d: rng.permutation(np.flatnonzero(domains == d)) for d in names}
+    else:
+        rank = key_hashes(keys, seed)
+        shuffled = {}
+        for d in names:
+            rows = np.flatnonzero(domains == d)
+            shuffled[d] = rows[np.argsort(rank[rows], kind="stable")]
     quota: dict[str, int] = {}
     remaining = n_queries
     by_size = sorted(names, key=lambda d: (len(shuffled[d]), d))
@@ -337,3 +350,15 @@ def sample_queries(domains: Sequence[str], n_queries: int, seed: int) -> np.ndar
         remaining -= quota[d]
     picked = np.concatenate([shuffled[d][: quota[d]] for d in names])
     return np.sort(picked).astype(np.int64)
+
+
+def key_hashes(keys: Sequence[str], seed: int) -> np.ndarray:
+    """``blake2b(f"{seed}:{key}")`` as unsigned 64-bit integers, one per key (the stable
+    query order; raises ValueError naming the first repeated key, which would tie)."""
+    seen: dict[str, int] = {}
+    for row, key in enumerate(keys):
+        if key in seen:
+            raise ValueError(f"query keys: {key!r} at rows {seen[key]} and {row}; ids repeat")
+        seen[key] = row
+    digest = (hashlib.blake2b(f"{seed}:{key}".encode(), digest_size=8).digest() for key in keys)
+    return np.fromiter((int.from_bytes(d, "big") for d in digest), np.uint64, len(keys))

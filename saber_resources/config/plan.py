@@ -93,6 +93,7 @@ class PoolsPlan:
     n_queries: int
     neighbours_kept: int
     config: PoolConfig
+    query_draw: str = "shuffle"
 
     @property
     def sizes(self) -> tuple[int, int, int]:
@@ -340,6 +341,14 @@ def _quotas(config: BuildConfig) -> DomainsPlan:
 
 def _pools(config: BuildConfig, mode: str) -> PoolsPlan:
     p, t = config.pools, config.thresholds
+    if p.query_draw != "shuffle" and mode == "global_percentile":
+        raise conflict(
+            config,
+            "pools.query_draw",
+            "thresholds.mode",
+            "the all-pairs engine draws its queries with the final sampler; query_draw is the "
+            "per-query engine's",
+        )
     per_query = "absolute" if mode == "absolute" else "quantile"
     try:
         pool = PoolConfig(
@@ -356,7 +365,12 @@ def _pools(config: BuildConfig, mode: str) -> PoolsPlan:
         )
     except ValueError as exc:
         raise PlanError(str(exc).replace("PoolConfig.", "thresholds/pools: ")) from exc
-    return PoolsPlan(n_queries=p.n_queries, neighbours_kept=p.neighbours_kept, config=pool)
+    return PoolsPlan(
+        n_queries=p.n_queries,
+        neighbours_kept=p.neighbours_kept,
+        config=pool,
+        query_draw=p.query_draw,
+    )
 
 
 def resolve_plan(config: BuildConfig) -> BuildPlan:

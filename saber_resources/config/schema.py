@@ -66,6 +66,7 @@ class PoolSettings(dg.Config):
     """Queries and candidate pools: how many queries, group sizes, near-duplicates, fallback."""
 
     n_queries: int = 30  # queries drawn (per-query engine; all-pairs: domain_quotas decide)
+    query_draw: Literal["shuffle", "stable"] = "shuffle"  # stable: survives appended documents
     n_topic_only: int = 50  # candidates per pool with high topic and low summary similarity
     n_summary_only: int = 50  # candidates with high summary and low topic similarity
     n_both: int = 50  # candidates high on both

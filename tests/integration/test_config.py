@@ -187,6 +187,8 @@ def test_sabermath_adaptive_pairing_names_both_keys(clean_env, tmp_path):
         ({"presentation": "both_orders"}, ("tournament.presentation", "tournament.judge")),
         ({"judge": "llm", "pairing": "published_swiss", "presentation": "both_orders"},
          ("tournament.presentation", "tournament.pairing")),
+        ({"query_draw": "stable", "threshold_mode": "global_percentile"},
+         ("pools.query_draw", "thresholds.mode")),
     ],
 )  # fmt: skip
 def test_contradicting_settings_are_errors_naming_both(settings, keys, clean_env):

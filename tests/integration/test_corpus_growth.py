@@ -6,8 +6,9 @@ what is new and its tables equal a from-scratch build of the grown corpus.
   ``ic: seco`` (the tag tree's shape only) the old pairs keep their values and the pass adds
   only the new pairs to the stored totals. Either way the tables equal a fresh build's.
 * ``method: platform`` (per-query engine, node-file ontology) with the LLM stages on a scripted
-  backend: the ontology is reused, only the new documents are summarized and annotated (no
-  call for an old row), and the tables equal a fresh build's."""
+  backend and the growth-stable query draw (``query_draw: stable``): the ontology is reused,
+  only the new documents are summarized and annotated (no call for an old row), old queries
+  leave only for new documents, and the tables equal a fresh build's."""
 
 import json
 from pathlib import Path
@@ -117,7 +118,7 @@ def test_platform_growth_annotates_only_the_new_documents_and_equals_a_fresh_bui
     from saber_resources.store.sources import champ_corpus
 
     rows = champ_corpus().head(44)
-    settings = {**LLM_PROFILE, "corpus_limit": 0}
+    settings = {**LLM_PROFILE, "corpus_limit": 0, "query_draw": "stable"}
     grown_dir, fresh_dir = tmp_path / "grown", tmp_path / "fresh"
     grown_dir.mkdir()
     corpus = grown_dir / "corpus.jsonl"
@@ -126,6 +127,8 @@ def test_platform_growth_annotates_only_the_new_documents_and_equals_a_fresh_bui
     CALLS.clear()
     assert run_build(build, dg.DagsterInstance.ephemeral(), ScriptedBackend()).success
     assert CALLS["summary"] == 40 and CALLS["topics"] == 40
+    store = DuckDBStore(database=str(build.database_path))
+    before = set(store.read_table("queries")["query_id"])
 
     rows.write_ndjson(corpus)  # four documents appended
     CALLS.clear()
@@ -135,7 +138,10 @@ def test_platform_growth_annotates_only_the_new_documents_and_equals_a_fresh_bui
     flags = reused(result)
     assert flags["ontology"] is True  # the node file's DAG does not depend on the corpus
     assert not flags["corpus"] and not flags["summaries"] and not flags["topic_annotations"]
-    store = DuckDBStore(database=str(build.database_path))
+    # the stable draw: an old query leaves only for a new document that hashes ahead of it
+    after = set(store.read_table("queries")["query_id"])
+    appended = set(rows.tail(4)["doc_id"])
+    assert after - before <= appended and len(before - after) <= len(after - before)
 
     fresh_dir.mkdir()
     rows.write_ndjson(fresh_dir / "corpus.jsonl")

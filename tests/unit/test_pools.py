@@ -1,5 +1,6 @@
 """Pool selection and query sampling against brute-force definitions."""
 
+import hashlib
 from collections import Counter
 
 import numpy as np
@@ -117,6 +118,37 @@ def test_sample_queries_balanced_and_redistributes_shortfall():
     assert not np.array_equal(picked, sample_queries(domains, 30, seed=1))
     with pytest.raises(ValueError, match="only 153 rows"):
         sample_queries(domains, 200, seed=0)
+
+
+def _blake(seed: int, key: str) -> int:
+    return int.from_bytes(hashlib.blake2b(f"{seed}:{key}".encode(), digest_size=8).digest(), "big")
+
+
+def test_stable_draw_takes_each_domains_lowest_hashes_and_survives_appended_rows():
+    rng = np.random.default_rng(3)
+    names = ["Algebra", "Geometry", "Number Theory"]
+    domains = [names[i] for i in rng.integers(0, 3, 300)]
+    ids = [f"doc-{i}" for i in range(300)]
+    picked = sample_queries(domains, 30, seed=7, keys=ids)
+    # brute force: per domain the ten ids of smallest hash (every domain has ≥ 10 rows)
+    expected = []
+    for d in names:
+        rows = [j for j in range(300) if domains[j] == d]
+        expected += sorted(rows, key=lambda j: _blake(7, ids[j]))[:10]
+    expected.sort()
+    assert picked.tolist() == expected
+    assert not np.array_equal(picked, sample_queries(domains, 30, seed=8, keys=ids))
+    # three rows appended: an old query leaves only for a new row that hashes ahead of it
+    grown_domains = [*domains, "Algebra", "Algebra", "Algebra"]
+    grown_ids = [*ids, "new-1", "new-2", "new-3"]
+    grown = sample_queries(grown_domains, 30, seed=7, keys=grown_ids)
+    before, after = {ids[i] for i in picked}, {grown_ids[i] for i in grown}
+    assert after - before <= {"new-1", "new-2", "new-3"}
+    assert len(before - after) == len(after - before) <= 3
+    reshuffled = {grown_ids[i] for i in sample_queries(grown_domains, 30, seed=7)}
+    assert len(before & after) > len(before & reshuffled)  # what the permutation draw keeps
+    with pytest.raises(ValueError, match="'doc-1' at rows 1 and 300"):
+        sample_queries([*domains, "Algebra"], 30, seed=7, keys=[*ids, "doc-1"])
 
 
 def test_config_validation():
