@@ -1,6 +1,7 @@
-"""The generated documents: ``docs/configuration.md`` (from the config schema), the README's
-asset maps (from the ``Definitions``) and its label-budget table (from the study's
-``docs/budget-study/budget.json``). ``saber docs`` rewrites them; a test keeps them equal."""
+"""The generated documents: ``docs/configuration.md`` (from the config schema), the asset maps
+of the README (platform) and of ``docs/sabermath.md`` (from the ``Definitions``) and the README's
+label-budget table (from the study's ``docs/budget-study/budget.json``). ``saber docs`` rewrites
+them; a test keeps them equal."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from saber_resources.config.schema import SECTIONS, BuildConfig
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGURATION = ROOT / "docs" / "configuration.md"
 README = ROOT / "README.md"
+SABERMATH = ROOT / "docs" / "sabermath.md"
 INTRO = """# Configuration
 
 Generated from the config schema (`saber_resources/config/schema.py`) by `saber docs`; do not
@@ -111,15 +113,15 @@ def readme_with_budget(readme: str) -> str:
     return replace_section(readme, readme_section(json.loads(BUDGET.read_text())))
 
 
-def readme_with_maps(readme: str) -> str:
-    """``readme`` with every asset map between its markers regenerated."""
+def with_maps(text: str) -> str:
+    """``text`` with every asset map between its markers regenerated."""
     for method in METHODS:
         start, end = markers(method)
-        if start in readme:
-            head, rest = readme.split(start, 1)
+        if start in text:
+            head, rest = text.split(start, 1)
             tail = rest.split(end, 1)[1]
-            readme = f"{head}{start}\n{asset_map(method)}\n{end}{tail}"
-    return readme
+            text = f"{head}{start}\n{asset_map(method)}\n{end}{tail}"
+    return text
 
 
 def write_generated() -> list[Path]:
@@ -127,7 +129,8 @@ def write_generated() -> list[Path]:
     changed = []
     for path, text in (
         (CONFIGURATION, configuration_markdown()),
-        (README, readme_with_budget(readme_with_maps(README.read_text()))),
+        (README, readme_with_budget(with_maps(README.read_text()))),
+        (SABERMATH, with_maps(SABERMATH.read_text())),
     ):
         if not path.exists() or path.read_text() != text:
             path.write_text(text)
