@@ -43,7 +43,7 @@ def _imported(module: str, path: Path) -> set[str]:
     too, in case ``x`` is a submodule)."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in ast.walk(_parsed(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -56,6 +56,20 @@ def _imported(module: str, path: Path) -> set[str]:
             names.add(base)
             names.update(f"{base}.{alias.name}" for alias in node.names)
     return names
+
+
+@lru_cache(maxsize=1024)
+def _parsed(source: str, filename: str, retries: int = 2) -> ast.Module:
+    """``ast.parse`` once per source text. CPython 3.11 can raise ``SystemError: AST constructor
+    recursion depth mismatch`` when another thread builds an AST at the same moment (its
+    recursion counter is shared; CPython gh-106905, seen here under Dagster's threads): the
+    parse is then repeated."""
+    for _ in range(retries):
+        try:
+            return ast.parse(source, filename)
+        except SystemError:
+            continue
+    return ast.parse(source, filename)
 
 
 def _with_parents(module: str) -> list[str]:

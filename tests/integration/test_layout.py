@@ -272,3 +272,30 @@ def test_each_asset_declares_exactly_the_assets_whose_tables_it_reads(tmp_path, 
         if used != deps:
             mismatches[asset] = {"read, not a dep": used - deps, "dep, not read": deps - used}
     assert not mismatches, "\n".join(f"{a}: {m}" for a, m in sorted(mismatches.items()))
+
+
+def test_a_parse_upset_by_another_thread_is_repeated(monkeypatch):
+    """CPython 3.11's spurious ``SystemError`` of ast construction under threads (gh-106905)
+    is retried; a persistent one still raises."""
+    import ast
+
+    from saber_resources import code_version as cv
+
+    real, failures = ast.parse, [1]
+
+    def flaky(source, filename):
+        if failures:
+            failures.pop()
+            raise SystemError("AST constructor recursion depth mismatch (before=1, after=2)")
+        return real(source, filename)
+
+    monkeypatch.setattr(cv.ast, "parse", flaky)
+    tree = cv._parsed("import saber_core.rating  # flaky\n", "flaky.py")
+    assert isinstance(tree.body[0], ast.Import) and not failures
+
+    def broken(source, filename):
+        raise SystemError("AST constructor recursion depth mismatch")
+
+    monkeypatch.setattr(cv.ast, "parse", broken)
+    with pytest.raises(SystemError):
+        cv._parsed("import saber_core  # broken\n", "broken.py")
