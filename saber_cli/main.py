@@ -22,6 +22,9 @@
     saber eval …                       evaluate retrievers (``saber eval -h``; no Dagster)
     saber study tournament …           simulation study (``saber study tournament -h``; no Dagster)
     saber study budget …               label scales × designs × judge budgets (``-h``; no Dagster)
+    saber judge probe …                the build's judge on a sample of its pool pairs: test–retest,
+                                       order swaps, position bias by rating gap, the study's judge
+                                       fitted to it (``saber judge probe -h``)
 
 Dagster is imported only by the subcommands that need it.
 """
@@ -45,6 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="Swiss vs information-gain vs round robin, triage (saber study tournament -h)",
     )
     studies.add_parser("budget", help="label scales × designs × budgets (saber study budget -h)")
+    judge = sub.add_parser("judge", help="measure the build's judge")
+    judge.add_subparsers(dest="judge").add_parser(
+        "probe", help="consistency and position bias of the judge (saber judge probe -h)"
+    )
     p_build = sub.add_parser("build", help="materialize the whole asset graph in-process")
     p_build.add_argument("--profile", help="profile name or YAML path (default: SABER_PROFILE)")
     p_build.add_argument(
@@ -221,6 +228,10 @@ def main(argv: list[str] | None = None) -> int:
         from saber_study.label_budget.cli import budget_main
 
         return budget_main(argv[2:])
+    if argv[:2] == ["judge", "probe"]:
+        from saber_cli.judge_probe import probe_main
+
+        return probe_main(argv[2:])
     args = build_parser().parse_args(argv)
     if args.command == "synth":
         return _synth(args)
@@ -247,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "build":
         return _build(args)
+    if args.command == "judge":
+        print("saber judge: name a subcommand (saber judge probe -h)", file=sys.stderr)
+        return 2
     return _lineage(args)
 
 

@@ -12,7 +12,8 @@ NaN when the judgment is dropped, with the raw answer and the drop reason kept f
   text), reads p(1) from the choice log-probabilities where the backend gives them, and — when
   ``both_orders`` is on (the default for small models) — also judges the swapped order and
   averages the two to cancel position bias. ``both_orders=False`` is the published method: one
-  order, candidates in id order.
+  order, candidates in id order. A sampled call (temperature > 0: the retry, a probe) is
+  seeded per call (:func:`sampling_seed`), so the draws of a batch are independent.
 """
 
 from __future__ import annotations
@@ -230,22 +231,27 @@ class LLMJudge(PairwiseJudge):
     seed: int = 0
 
     def _requests(self, triples: list[tuple[str, str, str]], seed: int, temperature: float):
+        """One request per triple; a sampled one (temperature > 0) gets its own seed
+        (:func:`sampling_seed`), a greedy one the judge's."""
         prompt = load_prompt(self.prompt)
         choice = self.mode == "choice"
-        return [
-            LLMRequest(
-                messages=prompt.render(query=q, candidate_1=a, candidate_2=b),
-                prompt_id=prompt.label,
-                prompt_hash=prompt.hash,
-                input_hash=hashlib.sha256(f"{q}\x1f{a}\x1f{b}".encode()).hexdigest()[:16],
-                max_tokens=1 if choice else self.max_tokens,
-                temperature=temperature,
-                seed=seed,
-                choices=("1", "2") if choice else None,
-                logprobs=True,
+        requests = []
+        for q, a, b in triples:
+            digest = hashlib.sha256(f"{q}\x1f{a}\x1f{b}".encode()).hexdigest()[:16]
+            requests.append(
+                LLMRequest(
+                    messages=prompt.render(query=q, candidate_1=a, candidate_2=b),
+                    prompt_id=prompt.label,
+                    prompt_hash=prompt.hash,
+                    input_hash=digest,
+                    max_tokens=1 if choice else self.max_tokens,
+                    temperature=temperature,
+                    seed=sampling_seed(seed, digest) if temperature > 0 else seed,
+                    choices=("1", "2") if choice else None,
+                    logprobs=True,
+                )
             )
-            for q, a, b in triples
-        ]
+        return requests
 
     def _ask(self, cached: CachedLLM, triples: list[tuple[str, str, str]], stats: CallStats):
         """p(first) per triple with one retry of unparsable answers; raw, reasons, keys."""
@@ -326,6 +332,15 @@ class LLMJudge(PairwiseJudge):
             prompt_hash=prompt.hash,
             sampling_params=json.dumps(params, sort_keys=True),
         )
+
+
+def sampling_seed(seed: int, input_hash: str) -> int:
+    """The seed of one sampled call: ``int(sha256("seed:input_hash")[:8], 16)``, 31 bits.
+
+    An engine seeds each request's sampler with the request's seed, so one seed for a whole
+    batch draws the same random numbers for every pair (vLLM: every request whose p(1) is above
+    one shared threshold answers 1) — the calls of a batch would not be independent draws."""
+    return int(hashlib.sha256(f"{seed}:{input_hash}".encode()).hexdigest()[:8], 16) & 0x7FFFFFFF
 
 
 def _verdict(text: str, logprobs: dict | None, error: str | None) -> tuple[float | None, str]:

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from saber_study.label_budget.designs import DesignConfig
+from saber_study.label_budget.judge_fit import SIGNALS, JudgeFitError, judge_from_probe
 from saber_study.label_budget.report import full_markdown, plot, readme_section, replace_section
 from saber_study.label_budget.study import BudgetStudyConfig, run_budget_study
 from saber_study.label_budget.world import JudgeModel
@@ -58,6 +59,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--C", type=float, default=g.C, help="BT L2 strength (published: 1)")
     for field in ("item_bias", "pair_noise", "call_noise", "intransitivity", "bias_peak"):
         p.add_argument(f"--{field.replace('_', '-')}", type=float, default=getattr(j, field))
+    p.add_argument(
+        "--judge-fit",
+        type=Path,
+        default=None,
+        help="judge-probe.json of `saber judge probe`: the study's judge fitted to a real judge "
+        "(replaces the judge flags above)",
+    )
+    p.add_argument(
+        "--judge-fit-condition",
+        default="configured",
+        help="configured (the judge as built) or sampled (a greedy judge at its probe temperature)",
+    )
+    p.add_argument(
+        "--judge-fit-signal",
+        choices=tuple(SIGNALS),
+        default="estimate",
+        help="the fitted signal, or the upper end of its 95%% interval (the most the probe allows)",
+    )
     p.add_argument("--markdown", type=Path, default=None, help="budget.json: print its section")
     p.add_argument("--readme", type=Path, default=None, help="with --markdown: rewrite in place")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -90,8 +109,18 @@ def config_from(args: argparse.Namespace) -> BudgetStudyConfig:
     if args.quick:
         sizes = dict(QUICK)
         design = replace(design, **QUICK_DESIGN)
+    source = ""
+    if args.judge_fit is not None:
+        judge, source = judge_from_probe(
+            args.judge_fit, args.judge_fit_condition, args.judge_fit_signal, judge
+        )
     return BudgetStudyConfig(
-        first_seed=args.first_seed, scales=tuple(args.scales), design=design, judge=judge, **sizes
+        first_seed=args.first_seed,
+        scales=tuple(args.scales),
+        design=design,
+        judge=judge,
+        judge_source=source,
+        **sizes,
     )
 
 
@@ -125,7 +154,11 @@ def budget_main(argv: Sequence[str] | None = None) -> int:
         else:
             args.readme.write_text(replace_section(args.readme.read_text(), section))
         return 0
-    cfg = config_from(args)
+    try:
+        cfg = config_from(args)
+    except JudgeFitError as exc:
+        print(f"saber study budget: {exc}", file=sys.stderr)
+        return 2
     problem = check(cfg)
     if problem:
         print(f"saber study budget: {problem}", file=sys.stderr)

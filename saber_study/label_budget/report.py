@@ -71,15 +71,28 @@ def _setup(results: dict) -> str:
         f"{cfg['seeds']} seeds × {cfg['queries']:,} queries × {cfg['candidates']} candidates "
         f"(strength shapes Gaussian / few relevant / heavy ties, a third each), "
         f"{len(results['retriever_noise']) + 1} retrievers (one built like the judge), common "
-        f"random numbers across designs; judge: per-pair noise N(0, {judge['pair_noise']}²), "
-        f"per-call noise {judge['call_noise']}·Logistic, position bias {judge['bias_peak']} "
-        f"logit at gap 0 fading with the gap (width {judge['bias_width']}), intransitivity "
-        f"{judge['intransitivity']}, per-candidate taste N(0, {judge['item_bias']}²) — "
+        f"random numbers across designs; judge{_source(cfg)}: per-pair noise "
+        f"N(0, {_num(judge['pair_noise'])}²), per-call noise {_num(judge['call_noise'])}·Logistic, "
+        f"position bias {_num(judge['bias_peak'])} logit at gap 0 fading with the gap (width "
+        f"{_num(judge['bias_width'])}), intransitivity {_num(judge['intransitivity'])}, "
+        f"per-candidate taste N(0, {_num(judge['item_bias'])}²) — "
         f"{fig['accuracy_random_pairs']:.1%} agreement with the true order on random pairs, "
         f"{fig['test_retest_agreement']:.1%} test–retest, {fig['first_answer_share']:.1%} first "
         f"answers ({fig['first_answer_share_close_pairs']:.1%} on close pairs). Truth: each "
         f"scale applied to the latent strengths. CPU {results['cpu_seconds'] / 60:.0f} min."
     )
+
+
+def _source(cfg: dict) -> str:
+    """Where a fitted judge came from, for the setup line ("" for the default judge)."""
+    source = cfg.get("judge_source") or ""
+    return f" ({source})" if source else ""
+
+
+def _num(x: float) -> str:
+    """A judge parameter: as given when it has at most 3 decimals (the defaults), else 3
+    significant digits (a fitted value)."""
+    return str(x) if round(x, 3) == x else f"{x:.3g}"
 
 
 def goal_sentence(results: dict) -> str:

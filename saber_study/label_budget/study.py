@@ -55,6 +55,7 @@ class BudgetStudyConfig:
     scales: tuple[str, ...] = SCALES
     design: DesignConfig = field(default_factory=DesignConfig)
     judge: JudgeModel = field(default_factory=JudgeModel)
+    judge_source: str = ""  # where the judge came from ("": the study's default judge)
 
     def combos(self) -> list[tuple[str, str, str, int | None]]:
         """(design, presentation, scale, budget) of every measured row; the last rows are the
