@@ -312,7 +312,8 @@ class LLMJudge(PairwiseJudge):
         return JudgeOutput(np.array(combined, dtype=np.float64), raws, reasons, keys, stats)
 
     def provenance(self) -> dict[str, str | None]:
-        """Judge kind, backend identity (and its hash), prompt id and hash, and the judging
+        """Judge kind, backend identity (and its hash), the backend with its engine version
+        where the backend names one (``vllm 0.32.0``), prompt id and hash, and the judging
         parameters as JSON."""
         identity = self.backend.identity()
         prompt = load_prompt(self.prompt)
@@ -327,7 +328,9 @@ class LLMJudge(PairwiseJudge):
             judge_kind=f"llm-pairwise-{self.mode}",
             judge_model=identity.get("model", ""),
             judge_model_hash=stable_hash(identity),
-            judge_backend=identity.get("backend", ""),
+            judge_backend=" ".join(
+                filter(None, (identity.get("backend", ""), identity.get("engine_version")))
+            ),
             prompt_id=prompt.label,
             prompt_hash=prompt.hash,
             sampling_params=json.dumps(params, sort_keys=True),

@@ -188,7 +188,7 @@ def test_a_small_build_runs_every_llm_stage_on_one_server(backend, home):
     assert identity["engine_version"] == "0.32.0" and identity["backend"] == "vllm"
     assert identity["model_hash"] and identity["model"] == backend.model
     judgments = store.read_table("judgments")
-    assert (judgments["judge_backend"] == "vllm").all()
+    assert (judgments["judge_backend"] == "vllm 0.32.0").all()  # the engine and its version
     p = judgments["p_a"].drop_nans().drop_nulls()
     assert p.len() > 0 and ((p > 0) & (p < 1)).all()  # from log-probs, not hard 0/1 verdicts
     summaries = store.read_table("summaries")
