@@ -30,9 +30,11 @@ EVAL_JOB = "evaluate_benchmark"
 # that has already imported this module and its libraries — sentence-transformers (and torch)
 # included, which the embedding judge and the retrievers need in most steps: a step starts in
 # well under a second instead of paying a fresh interpreter and every import (`spawn`, Dagster's
-# default). The forkserver only imports them: no model is loaded and no thread started before a
-# fork; the models load lazily in the steps that miss the embedding cache.
-PRELOAD = [__name__, "sentence_transformers"]
+# default). First the server sets passive OpenMP waiting and parses the project's sources for
+# the code versions every step computes (saber_assets.forkserver_setup). It only imports: no
+# model is loaded and no thread started before a fork; the models load lazily in the steps that
+# miss the embedding cache.
+PRELOAD = ["saber_assets.forkserver_setup", __name__, "sentence_transformers"]
 EXECUTOR = dg.multiprocess_executor.configured(
     {"start_method": {"forkserver": {"preload_modules": PRELOAD}}}, name="saber_multiprocess"
 )

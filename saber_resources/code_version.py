@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 
@@ -38,15 +39,20 @@ def module_file(module: str, root: Path = PROJECT_ROOT) -> Path | None:
     return None
 
 
-def _imported(module: str, path: Path) -> set[str]:
+def _imported(module: str, path: Path) -> frozenset[str]:
     """Absolute names of the modules a source file imports (``from m import x`` adds ``m.x``
-    too, in case ``x`` is a submodule)."""
+    too, in case ``x`` is a submodule); computed once per file content."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    return _imports_of(path.read_text(encoding="utf-8"), str(path), package)
+
+
+@lru_cache(maxsize=1024)
+def _imports_of(source: str, filename: str, package: str) -> frozenset[str]:
     names: set[str] = set()
-    for node in ast.walk(_parsed(path.read_text(encoding="utf-8"), str(path))):
+    for node in _import_statements(_parsed(source, filename).body):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
+        else:
             if node.level:
                 parts = package.split(".")
                 anchor = ".".join(parts[: len(parts) - node.level + 1])
@@ -55,7 +61,20 @@ def _imported(module: str, path: Path) -> set[str]:
                 base = node.module or ""
             names.add(base)
             names.update(f"{base}.{alias.name}" for alias in node.names)
-    return names
+    return frozenset(names)
+
+
+def _import_statements(body: list) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement in a block and the blocks nested in it (functions, classes,
+    ``if``/``try``/``with``/loops/``match``): an import is a statement, so the expressions —
+    most of a syntax tree — need not be walked."""
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(node, field, None)
+            if isinstance(block, list):
+                yield from _import_statements(block)
 
 
 @lru_cache(maxsize=1024)

@@ -3,6 +3,7 @@ module of its group and stays thin; the README's asset map is generated from the
 code versions cover every module an asset runs; the Dagster-free commands stay Dagster-free."""
 
 import inspect
+import os
 import shutil
 import subprocess
 import sys
@@ -299,3 +300,53 @@ def test_a_parse_upset_by_another_thread_is_repeated(monkeypatch):
     monkeypatch.setattr(cv.ast, "parse", broken)
     with pytest.raises(SystemError):
         cv._parsed("import saber_core  # broken\n", "broken.py")
+
+
+def test_the_import_scan_finds_every_import_a_full_walk_finds():
+    """Imports are read from statement blocks only (no expression is walked): on every project
+    file and on imports nested in functions, classes, branches, handlers, loops and ``match``,
+    they are exactly the ``Import``/``ImportFrom`` nodes of a full ``ast.walk``."""
+    import ast
+
+    from saber_resources.code_version import _import_statements
+
+    nested = (
+        "def f():\n    import a\n    class C:\n        from b import c\n"
+        "if x:\n    import d\nelse:\n    import e\n"
+        "try:\n    import g\nexcept ImportError:\n    import h\nelse:\n    import i\n"
+        "finally:\n    import j\n"
+        "for k in y:\n    import k\nwhile z:\n    import l\nwith m:\n    import n\n"
+        "match v:\n    case 1:\n        import o\n"
+        "async def p():\n    async with q:\n        import r\n"
+    )
+    sources = [nested] + [
+        f.read_text() for pkg in PACKAGES for f in sorted((PROJECT_ROOT / pkg).rglob("*.py"))
+    ]
+    for source in sources:
+        tree = ast.parse(source)
+        walked = [ast.dump(n) for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+        assert sorted(ast.dump(n) for n in _import_statements(tree.body)) == sorted(walked)
+    assert len(list(_import_statements(ast.parse(nested).body))) == 13  # a c d e g h i j k l n o r
+
+
+def test_the_step_forkserver_is_prepared_before_torch_loads():
+    """The executor's forkserver imports ``forkserver_setup`` first: passive OpenMP waiting set
+    before any module loads torch (a user's own setting kept), the sources parsed once, and no
+    heavy library imported by it."""
+    from saber_assets.definitions import PRELOAD
+
+    assert PRELOAD[0] == "saber_assets.forkserver_setup" and "sentence_transformers" in PRELOAD
+    code = (
+        "import os, sys; import saber_assets.forkserver_setup as s; "
+        "from saber_resources.code_version import _imports_of; "
+        "print(os.environ['OMP_WAIT_POLICY'], s.PARSED_FILES, _imports_of.cache_info().currsize, "
+        "'torch' in sys.modules, 'dagster' in sys.modules)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    policy, files, cached, torch, dagster = out.stdout.split()
+    assert policy == "PASSIVE" and int(files) > 100 and int(cached) == int(files)
+    assert torch == dagster == "False"
+    env["OMP_WAIT_POLICY"] = "ACTIVE"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.stdout.split()[0] == "ACTIVE"
