@@ -2,6 +2,7 @@
 module of its group and stays thin; the README's asset map is generated from the Definitions;
 code versions cover every module an asset runs; the Dagster-free commands stay Dagster-free."""
 
+import importlib
 import inspect
 import os
 import shutil
@@ -336,6 +337,9 @@ def test_the_step_forkserver_is_prepared_before_torch_loads():
     from saber_assets.definitions import PRELOAD
 
     assert PRELOAD[0] == "saber_assets.forkserver_setup" and "sentence_transformers" in PRELOAD
+    # the forkserver skips a module it cannot import without a word: each one must exist
+    for module in PRELOAD:
+        importlib.import_module(module)
     code = (
         "import os, sys; import saber_assets.forkserver_setup as s; "
         "from saber_resources.code_version import _imports_of; "
