@@ -163,13 +163,13 @@ def plot(result: dict, path: Path) -> Path:
 def probe_main(argv: Sequence[str] | None = None, backend: Any = None) -> int:
     """Entry point of ``saber judge probe`` (``backend``: a test double instead of the plan's)."""
     args = build_parser().parse_args(list(argv) if argv is not None else None)
-    from saber_resources.config import load_build_config
+    from saber_cli.config_errors import load_config
     from saber_resources.factory import make_backend, make_judge
     from saber_resources.store.database import DuckDBStore
     from saber_runtime.judge_probe import run_probe
 
     overrides = {"home": args.home} if args.home else {}
-    build = load_build_config(args.profile, **overrides)
+    build = load_config("judge probe", args.profile, **overrides)
     plan = build.plan()
     settings = settings_from(args)
     uses_llm = plan.tournament.judge == "llm"

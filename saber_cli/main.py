@@ -117,10 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
 def _export_saber(args: argparse.Namespace) -> dict[str, int]:
     """The build's export, written from its DuckDB store."""
     from saber_assets.export.writer import write_export
-    from saber_resources.config import load_build_config
+    from saber_cli.config_errors import load_config
     from saber_resources.store.database import DuckDBStore
 
-    build = load_build_config(args.profile)
+    build = load_config("export", args.profile)
     return write_export(DuckDBStore(database=str(build.database_path)), args.out)
 
 
@@ -168,11 +168,11 @@ def _synth(args: argparse.Namespace) -> int:
 
 def _slurm_check(profile: str | None) -> int:
     """Print each check of the build's cluster profile; exit 1 when one fails."""
-    from saber_resources.config import load_build_config
+    from saber_cli.config_errors import load_config
     from saber_resources.slurm import slurm_dispatch_from_build
     from saber_resources.slurm.check import check_profile
 
-    plan = load_build_config(profile).plan()
+    plan = load_config("slurm check", profile).plan()
     settings = slurm_dispatch_from_build(plan)
     print(f"cluster profile {plan.slurm.profile!r} (partition {settings.partition!r})")
     checks = check_profile(settings)
@@ -203,11 +203,11 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _lineage(args: argparse.Namespace) -> int:
+    from saber_cli.config_errors import load_config
     from saber_cli.lineage import lineage_report
-    from saber_resources.config import load_build_config
     from saber_resources.store.database import DuckDBStore
 
-    build = load_build_config(args.profile)
+    build = load_config("lineage", args.profile)
     store = DuckDBStore(database=str(build.database_path))
     print(lineage_report(store, args.query, args.doc))
     return 0
@@ -244,10 +244,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"method: {method}\n\n{asset_map(method)}\n")
         return 0
     if args.command == "plan":
+        from saber_cli.config_errors import load_config
         from saber_cli.plan import plan_main
-        from saber_resources.config import load_build_config
 
-        return plan_main(load_build_config(args.profile), args.json, args.all)
+        return plan_main(load_config("plan", args.profile), args.json, args.all)
     if args.command == "slurm":
         return _slurm_check(args.profile)
     if args.command == "docs":

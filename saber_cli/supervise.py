@@ -254,7 +254,11 @@ def release_engine_servers(profile: str | None) -> None:
     from saber_resources.llm.engine_server import shutdown_servers
 
     try:
-        told = shutdown_servers(load_build_config(profile).home_path)
+        home = load_build_config(profile).home_path
+    except ValueError:  # a config the build already reported as invalid: it started no server
+        return
+    try:
+        told = shutdown_servers(home)
     except Exception as exc:  # a courtesy: the servers exit after their idle timeout anyway
         print(f"saber build: could not reach the local LLM servers: {exc}", file=sys.stderr)
         return

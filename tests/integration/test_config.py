@@ -268,3 +268,30 @@ def test_a_new_option_of_a_section_is_in_the_plan_unedited(clean_env):
     plan = load_build_config("default", bt_c=0.25).plan()
     reads = PlanReads(plan)
     assert reads.rating.c == 0.25 and reads.reads == {"rating.c": 0.25}
+
+
+@pytest.mark.parametrize(
+    ("argv", "command"),
+    [
+        (["plan"], "plan"),
+        (["lineage", "--query", "q"], "lineage"),
+        (["judge", "probe"], "judge probe"),
+    ],
+)
+def test_a_subcommand_with_conflicting_settings_says_so_in_one_line(
+    argv, command, tmp_path, monkeypatch
+):
+    """Not a traceback: ``saber <command>: <the conflict, naming both keys and their origins>``."""
+    from saber_cli.main import main
+
+    profile = tmp_path / "published.yaml"
+    profile.write_text("construction:\n  swiss: published\n")
+    monkeypatch.setenv("SABER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("SABER_PROFILE", str(profile))
+    monkeypatch.setenv("SABER_PAIRING", "adaptive")
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    message = str(exit_.value.code)
+    assert message.startswith(f"saber {command}: tournament.pairing = 'adaptive'")
+    assert "(env SABER_PAIRING)" in message and f"(profile {profile})" in message
+    assert "construction.swiss = 'published'" in message and "\n" not in message
