@@ -255,3 +255,23 @@ def test_lineage_of_the_embedding_judge_names_its_model_not_none(tiny_build):
     (pool,) = [line for line in text.splitlines() if "thresholds topic low/high" in line]
     quantiles = "(the values at the query's quantiles 0.5/0.8 and 0.5/0.8 of its eligible scores)"
     assert quantiles in pool
+
+
+def test_sampled_judge_calls_are_seeded_per_call():
+    """A greedy request carries the judge's seed; a sampled one (temperature > 0) its own,
+    ``sha256("seed:input_hash")[:8]`` in 31 bits — an engine seeds each request's sampler, so
+    one seed for a whole batch would draw the same random numbers for every pair."""
+    import hashlib
+
+    judge = LLMJudge(backend=ScriptedBackend(), seed=7)
+    triples = [("q", f"a{i}", f"b{i}") for i in range(50)]
+    greedy = judge._requests(triples, seed=7, temperature=0.0)
+    assert {r.seed for r in greedy} == {7}
+    sampled = judge._requests(triples, seed=7, temperature=1.0)
+    for r, (q, a, b) in zip(sampled, triples, strict=True):
+        digest = hashlib.sha256(f"{q}\x1f{a}\x1f{b}".encode()).hexdigest()[:16]
+        assert r.input_hash == digest
+        assert r.seed == int(hashlib.sha256(f"7:{digest}".encode()).hexdigest()[:8], 16) % 2**31
+    assert len({r.seed for r in sampled}) == 50
+    assert [r.seed for r in judge._requests(triples, 7, 1.0)] == [r.seed for r in sampled]
+    assert [r.seed for r in judge._requests(triples, 8, 1.0)] != [r.seed for r in sampled]
