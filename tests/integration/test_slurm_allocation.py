@@ -590,7 +590,20 @@ def _resumed_equals_reference(build: Build, reference: Build) -> None:
     assert calls.height > paid_before > 0
     judgments, ratings = _outcomes(build)
     reference_judgments, reference_ratings = _outcomes(reference)
-    assert judgments.equals(reference_judgments) and ratings.equals(reference_ratings)
+    assert judgments.equals(reference_judgments), _differing(judgments, reference_judgments)
+    assert ratings.equals(reference_ratings)
+
+
+def _differing(judgments: pl.DataFrame, reference: pl.DataFrame) -> str:
+    """The judgments that differ from the reference's, row by row (to diagnose a failure)."""
+    key = ["query_id", "round", "cand_a", "cand_b"]
+    both = judgments.join(reference, on=key, how="full", suffix="_ref", coalesce=True)
+    changed = both.filter(
+        pl.col("winner").ne_missing(pl.col("winner_ref"))
+        | pl.col("p_a").ne_missing(pl.col("p_a_ref"))
+    )
+    with pl.Config(tbl_rows=-1, tbl_cols=-1, fmt_float="full"):
+        return f"{changed.height} of {judgments.height} judgments differ:\n{changed}"
 
 
 def test_sigterm_mid_tournament_stops_cancels_and_resumes(dev, sshd, reference, tmp_path):
