@@ -181,21 +181,8 @@ def grown_pass(
         f"{label}: {n - n_old} rows appended to the {n_old} of the finished pass "
         f"{growth.base.path.name}: scoring their pairs only ({len(todo)} units to do)"
     )
-    figures: dict = {}
-    if plan.plan.execution == "slurm" and todo:
-        figures["slurm"] = slurm_shards(context, plan, arrays, units, band, work, todo, n_old)
-        totals = work.resumed(n, band)
-    totals.add(
-        run_pass(
-            arrays,
-            units,
-            band,
-            skip=totals.units_done,
-            workers=worker_count(plan),
-            after_unit=work.writer(plan.plan.allpairs.checkpoint_seconds),
-            progress=_logger(context, f"{label} (new pairs)"),
-            prefix=n_old,
-        )
+    totals, figures = score_units(
+        context, plan, arrays, units, band, work, totals, todo, f"{label} (new pairs)", n_old
     )
     whole = growth.base.complete().grown(n)
     whole.add(totals)
@@ -206,6 +193,40 @@ def grown_pass(
         "growth": {**growth_figures, "base": growth.base.path.name, "units_resumed": resumed},
         "unordered_pairs": pairs,
     }
+
+
+def score_units(
+    context: dg.AssetExecutionContext,
+    plan: PlanReads,
+    arrays: PairArrays,
+    units: list[tuple[int, int]],
+    band: Band,
+    folder: PassFolder,
+    totals: PassTotals,
+    todo: list[int],
+    label: str,
+    prefix: int = 0,
+) -> tuple[PassTotals, dict]:
+    """The units ``todo`` added to ``totals`` (the pass in ``folder`` so far): on SLURM shards
+    when the build runs there, then here whatever they left (every unit checkpointed to
+    ``folder``); the totals and the SLURM figures."""
+    figures: dict = {}
+    if plan.plan.execution == "slurm" and todo:
+        figures["slurm"] = slurm_shards(context, plan, arrays, units, band, folder, todo, prefix)
+        totals = folder.resumed(arrays.n_docs, band)
+    totals.add(
+        run_pass(
+            arrays,
+            units,
+            band,
+            skip=totals.units_done,
+            workers=worker_count(plan),
+            after_unit=folder.writer(plan.plan.allpairs.checkpoint_seconds),
+            progress=_logger(context, label),
+            prefix=prefix,
+        )
+    )
+    return totals, figures
 
 
 def slurm_shards(
@@ -287,20 +308,8 @@ def full_pass(
     if resumed:
         context.log.info(f"{folder.label}: resuming, {resumed}/{len(units)} units done")
     todo = [u for u in range(len(units)) if u not in totals.units_done]
-    figures: dict = {}
-    if plan.plan.execution == "slurm" and todo:
-        figures["slurm"] = slurm_shards(context, plan, arrays, units, band, folder, todo)
-        totals = folder.resumed(arrays.n_docs, band)
-    totals.add(
-        run_pass(
-            arrays,
-            units,
-            band,
-            skip=totals.units_done,
-            workers=worker_count(plan),
-            after_unit=folder.writer(plan.plan.allpairs.checkpoint_seconds),
-            progress=_logger(context, folder.label),
-        )
+    totals, figures = score_units(
+        context, plan, arrays, units, band, folder, totals, todo, folder.label
     )
     pairs = arrays.n_docs * (arrays.n_docs + 1) // 2
     return totals, {**figures, "unordered_pairs": pairs, "units_resumed": resumed}
