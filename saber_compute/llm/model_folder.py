@@ -19,9 +19,8 @@ from pathlib import Path
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
 GEMMA3_MODEL_TYPES = ("gemma3", "gemma3_text")
 
-# Gemma 3's conversation format: <bos>, a system message folded into the first user turn, the
-# assistant speaking as "model", every turn closed by <end_of_turn>.
-GEMMA3_CHAT_TEMPLATE = """{%- macro text_of(content) -%}
+# The text of a message's content: a string, or the text parts of a list (both templates).
+TEXT_OF_MACRO = """{%- macro text_of(content) -%}
   {%- if content is string -%}
     {{- content | trim -}}
   {%- else -%}
@@ -30,7 +29,13 @@ GEMMA3_CHAT_TEMPLATE = """{%- macro text_of(content) -%}
     {%- endfor -%}
   {%- endif -%}
 {%- endmacro -%}
-{{- bos_token -}}
+"""
+
+# Gemma 3's conversation format: <bos>, a system message folded into the first user turn, the
+# assistant speaking as "model", every turn closed by <end_of_turn>.
+GEMMA3_CHAT_TEMPLATE = (
+    TEXT_OF_MACRO
+    + """{{- bos_token -}}
 {%- if messages and messages[0]['role'] == 'system' -%}
   {%- set system_prefix = text_of(messages[0]['content']) + '\n\n' -%}
   {%- set turns = messages[1:] -%}
@@ -51,21 +56,15 @@ GEMMA3_CHAT_TEMPLATE = """{%- macro text_of(content) -%}
   {{- '<start_of_turn>model\n' -}}
 {%- endif -%}
 """
+)
 
 
 # A base model's "conversation": the messages' texts joined by blank lines after <bos>, exactly
 # what the embedded engine feeds the packaged Gemma 3 270M (``embedded.render_plain``). Gemma 3's
 # chat format makes that base model echo its first line; plain text lets it continue the prompt.
-PLAIN_CHAT_TEMPLATE = """{%- macro text_of(content) -%}
-  {%- if content is string -%}
-    {{- content | trim -}}
-  {%- else -%}
-    {%- for part in content if part['type'] == 'text' -%}
-      {{- part['text'] | trim -}}
-    {%- endfor -%}
-  {%- endif -%}
-{%- endmacro -%}
-{{- bos_token -}}
+PLAIN_CHAT_TEMPLATE = (
+    TEXT_OF_MACRO
+    + """{{- bos_token -}}
 {%- for message in messages -%}
   {%- if not loop.first -%}
     {{- '\n\n' -}}
@@ -73,6 +72,7 @@ PLAIN_CHAT_TEMPLATE = """{%- macro text_of(content) -%}
   {{- text_of(message['content']) -}}
 {%- endfor -%}
 """
+)
 CHAT_TEMPLATES = {"plain": PLAIN_CHAT_TEMPLATE, "gemma3": GEMMA3_CHAT_TEMPLATE}
 
 
