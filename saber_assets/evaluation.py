@@ -72,7 +72,7 @@ def retriever_runs(
     folder = eval_dir(paths.eval_dir, benchmark)
 
     def compute() -> StageOutput:
-        make = retriever_factory(paths.embedding_cache, seed=plan.seed)
+        make = retriever_factory(paths.embedding_cache, seed=plan.seed, registry=registry)
         results = evaluate_specs(
             benchmark,
             config.retrievers,

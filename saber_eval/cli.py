@@ -29,10 +29,11 @@ import numpy as np
 import polars as pl
 
 from saber_eval.benchmark import MAIN_SETTING, SETTINGS, Benchmark, parse_settings
+from saber_eval.engines.base import Retriever
 from saber_eval.leaderboard import Leaderboard, refresh_leaderboard
 from saber_eval.loading import load_benchmark
 from saber_eval.registry import Registry, load_registry
-from saber_eval.retrievers import Retriever, retriever_factory
+from saber_eval.retrievers import retriever_factory
 from saber_eval.runner import METRIC, RunResult, eval_dir, evaluate_specs, retriever_slug
 from saber_eval.significance import Comparison, compare
 from saber_eval.stability import N_RESAMPLES, BootstrapSettings
@@ -225,7 +226,9 @@ def eval_main(argv: list[str]) -> int:
     mlflow = None if args.no_mlflow else (args.mlflow or defaults.mlflow)
     registry = load_registry(args.registry)
     cache = EmbeddingCache(args.cache or defaults.cache)
-    make = retriever_factory(args.cache or defaults.cache, seed=args.seed, cache=cache)
+    make = retriever_factory(
+        args.cache or defaults.cache, seed=args.seed, registry=registry, cache=cache
+    )
     bootstrap = BootstrapSettings(n_resamples=args.bootstrap, seed=args.seed)
     folder = eval_dir(out, benchmark)
     print(f"benchmark: {benchmark.path} ({len(benchmark.queries)} queries, hash {benchmark.hash})")

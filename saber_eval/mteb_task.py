@@ -42,9 +42,9 @@ import polars as pl
 
 from saber_core.evaluation.metrics import integer_labels, ndcg_trec
 from saber_eval.benchmark import MAIN_SETTING, SETTINGS, Benchmark
+from saber_eval.engines.bi_encoders import EmbeddingRetriever
 from saber_eval.loading import load_benchmark
 from saber_eval.registry import RetrieverEntry
-from saber_eval.retrievers import EmbeddingRetriever
 from saber_resources.embeddings.cache import EmbeddingCache, Encoder
 
 MTEB_SCALE = 20.0  # 0–5 ratings → 0–100 integer labels

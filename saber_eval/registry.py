@@ -9,17 +9,24 @@ it reaches the model (and before the embedding cache, which is keyed by the text
     document = document_prefix + text
 
 with the default template ``Instruct: {instruction}\\nQuery: {query}``. A spec without an entry
-gets a default one: no envelope, display name = the spec, kind ``reranker`` for ``ce:``/``llm:``
+gets a default one: no envelope, display name = the spec, kind ``reranker`` for reranker engines
 and ``single-pass`` otherwise.
+
+Which engine runs an entry: its ``engine`` field, else the spec's prefix (:data:`PREFIX_ENGINES`:
+``st:NAME`` → ``sentence-transformers`` with model NAME, ``run:PATH`` → ``run``, …); its
+``model`` field, else the spec after the prefix; ``options`` are the engine's own (checked by the
+engine); ``batch_size`` is how many texts or pairs go to the model at once (the paper serves its
+rerankers at B = 16); ``resources`` size the SLURM job that evaluates the entry (``gpus``,
+``cpus``, ``mem``, ``time``).
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 
@@ -27,7 +34,30 @@ REGISTRY_PATH = Path(__file__).resolve().parents[1] / "retrievers.yaml"
 INSTRUCTION_TEMPLATE = "Instruct: {instruction}\nQuery: {query}"
 Kind = Literal["single-pass", "reranker"]
 KINDS: tuple[str, ...] = ("single-pass", "reranker")
+DEFAULT_BATCH_SIZE = 16
+# spec prefix -> engine name (an entry's ``engine`` field overrides it)
+PREFIX_ENGINES = {
+    "st": "sentence-transformers",
+    "vllm": "vllm-embed",
+    "openai": "openai-embed",
+    "ce": "cross-encoder",
+    "vllm-score": "vllm-score",
+    "seqcls": "seq-cls",
+    "llm": "llm-pointwise",
+    "yesno": "llm-yesno",
+    "colbert": "colbert",
+    "mteb": "mteb",
+    "run": "run",
+}
+BARE_ENGINES = ("bm25", "jaccard", "random")
+RERANKER_ENGINES = ("cross-encoder", "vllm-score", "seq-cls", "llm-pointwise", "llm-yesno")
+RESOURCE_FIELDS = ("gpus", "cpus", "mem", "time")
 FIELDS = {
+    "engine",
+    "model",
+    "options",
+    "batch_size",
+    "resources",
     "display_name",
     "kind",
     "release_date",
@@ -52,6 +82,18 @@ class RetrieverEntry:
     instruction: str = ""
     instruction_template: str = INSTRUCTION_TEMPLATE
     notes: str = ""
+    engine: str = ""
+    model: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+    batch_size: int = DEFAULT_BATCH_SIZE
+    resources: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        engine, model = engine_of(self.spec)
+        if not self.engine:
+            object.__setattr__(self, "engine", engine)
+        if not self.model:
+            object.__setattr__(self, "model", model)
 
     def envelope_query(self, text: str) -> str:
         """The query text sent to the model."""
@@ -73,9 +115,20 @@ class RetrieverEntry:
         }
 
 
-def default_kind(spec: str) -> Kind:
+def engine_of(spec: str) -> tuple[str, str]:
+    """(engine, model) a spec names by itself: ``bm25`` → (bm25, ""), ``st:NAME`` →
+    (sentence-transformers, NAME); ("", spec) when the prefix names no engine."""
+    if spec in BARE_ENGINES:
+        return spec, ""
+    prefix, sep, rest = spec.partition(":")
+    if sep and prefix in PREFIX_ENGINES:
+        return PREFIX_ENGINES[prefix], rest
+    return "", spec
+
+
+def default_kind(spec: str, engine: str = "") -> Kind:
     """``reranker`` for cross-encoders and LLM scorers, ``single-pass`` otherwise."""
-    return "reranker" if spec.startswith(("ce:", "llm:")) else "single-pass"
+    return "reranker" if (engine or engine_of(spec)[0]) in RERANKER_ENGINES else "single-pass"
 
 
 def parse_date(value: object) -> date | None:
@@ -119,7 +172,7 @@ def load_registry(path: str | Path | None = None) -> Registry:
         unknown = set(item) - FIELDS
         if unknown:
             raise ValueError(f"{path}: retriever {spec!r} has unknown field(s) {sorted(unknown)}")
-        kind = item.get("kind") or default_kind(spec)
+        kind = item.get("kind") or default_kind(spec, str(item.get("engine") or ""))
         if kind not in KINDS:
             raise ValueError(f"{path}: retriever {spec!r}: kind must be one of {KINDS}")
         entries[spec] = RetrieverEntry(
@@ -132,5 +185,35 @@ def load_registry(path: str | Path | None = None) -> Registry:
             instruction=str(item.get("instruction") or ""),
             instruction_template=str(item.get("instruction_template") or INSTRUCTION_TEMPLATE),
             notes=str(item.get("notes") or ""),
+            **engine_fields(path, spec, item),
         )
     return Registry(entries=entries, hash=hashlib.sha256(raw).hexdigest()[:16])
+
+
+def engine_fields(path: Path, spec: str, item: dict[str, Any]) -> dict[str, Any]:
+    """The engine fields of an entry (``engine``, ``model``, ``options``, ``batch_size``,
+    ``resources``), type-checked with errors naming the file and the spec."""
+    out: dict[str, Any] = {
+        "engine": str(item.get("engine") or ""),
+        "model": str(item.get("model") or ""),
+    }
+    for name in ("options", "resources"):
+        value = item.get(name) or {}
+        if not isinstance(value, dict):
+            raise ValueError(f"{path}: retriever {spec!r}: {name} must be a mapping")
+        out[name] = dict(value)
+    unknown = sorted(set(out["resources"]) - set(RESOURCE_FIELDS))
+    if unknown:
+        raise ValueError(
+            f"{path}: retriever {spec!r}: unknown resources {unknown} (known: {RESOURCE_FIELDS})"
+        )
+    batch = item.get("batch_size", DEFAULT_BATCH_SIZE)
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+        raise ValueError(f"{path}: retriever {spec!r}: batch_size must be a positive integer")
+    out["batch_size"] = batch
+    if not out["engine"] and not engine_of(spec)[0]:
+        raise ValueError(
+            f"{path}: retriever {spec!r}: no engine (give engine: NAME, or a spec prefix of "
+            f"{sorted(PREFIX_ENGINES)})"
+        )
+    return out

@@ -47,8 +47,8 @@ from saber_core.evaluation.metrics import (
     trec_tiebreak,
 )
 from saber_eval.benchmark import Benchmark
+from saber_eval.engines.base import Retriever, Task
 from saber_eval.registry import Registry, RetrieverEntry
-from saber_eval.retrievers import Retriever, Task
 from saber_eval.runfile import TIE_RULE, tied_top_share, write_run
 from saber_eval.version import code_hash
 
@@ -164,6 +164,7 @@ def build_tasks(benchmark: Benchmark, setting: str, entry: RetrieverEntry) -> li
             query=entry.envelope_query(text),
             documents=tuple(entry.envelope_document(d) for d in candidates),
             jaccard=q.jaccard,
+            doc_ids=tuple(q.candidates),
         )
         for q, text, candidates in zip(benchmark.queries, queries, docs, strict=True)
     ]
@@ -250,17 +251,25 @@ def evaluate_specs(
     make: Callable[[str], Retriever],
     log: Callable[[str], None] | None = None,
 ) -> list[RunResult]:
-    """Every spec × setting: run, write outputs under ``out_dir`` (one retriever per spec)."""
+    """Every spec × setting: run, write outputs under ``out_dir`` (one retriever per spec).
+
+    Every retriever is made and preflighted (folders, devices, servers, run-file ids) before the
+    first one runs, so a misconfigured spec fails the evaluation before anything is written."""
+    retrievers = {spec: make(spec) for spec in specs}
+    for retriever in retrievers.values():
+        retriever.preflight()
     results = []
-    for spec in specs:
-        retriever = make(spec)
+    for spec, retriever in retrievers.items():
         entry = registry.get(spec)
-        for setting in settings:
-            result = run_retriever(benchmark, retriever, setting, entry)
-            write_outputs(result, out_dir)
-            if log:
-                log(describe(result))
-            results.append(result)
+        try:
+            for setting in settings:
+                result = run_retriever(benchmark, retriever, setting, entry)
+                write_outputs(result, out_dir)
+                if log:
+                    log(describe(result))
+                results.append(result)
+        finally:
+            retriever.close()
     return results
 
 
@@ -287,14 +296,17 @@ def per_query_ndcg(
     rows = []
     for spec in specs:
         retriever = make(spec)
-        for variant, benchmark in benchmarks.items():
-            result = run_retriever(benchmark, retriever, setting, registry.get(spec))
-            if log:
-                log(f"{spec} on {variant}: {METRIC} {result.mean:.3f}")
-            rows += [
-                {"retriever": spec, "variant": variant, "query_id": q, METRIC: v}
-                for q, v in zip(result.query_ids, result.ndcg.tolist(), strict=True)
-            ]
+        try:
+            for variant, benchmark in benchmarks.items():
+                result = run_retriever(benchmark, retriever, setting, registry.get(spec))
+                if log:
+                    log(f"{spec} on {variant}: {METRIC} {result.mean:.3f}")
+                rows += [
+                    {"retriever": spec, "variant": variant, "query_id": q, METRIC: v}
+                    for q, v in zip(result.query_ids, result.ndcg.tolist(), strict=True)
+                ]
+        finally:
+            retriever.close()
     return pl.DataFrame(rows)
 
 

@@ -35,7 +35,8 @@ def retriever_scores(
         "leaderboard-stability", query_ids, pools, [[0.0] * len(p) for p in pools], sides, domains
     )
     cache = plan.plan.paths.embedding_cache  # a cache: where it lives changes no score
-    make, registry = retriever_factory(cache, seed=plan.seed), load_registry()
+    registry = load_registry()
+    make = retriever_factory(cache, seed=plan.seed, registry=registry)
     runs = [
         run_retriever(bench, make(spec), MAIN_SETTING, registry.get(spec))
         for spec in LEADERBOARD_RETRIEVERS

@@ -98,6 +98,7 @@ def play_variant(
             f"{stage}-{labels[1]}", query_ids, docs.tolist(), variant, sides, domains
         ),
     }
-    make = retriever_factory(plan.plan.paths.embedding_cache, seed=plan.seed)
-    ndcg = per_query_ndcg(benchmarks, retrievers, make, load_registry(), MAIN_SETTING, bound.log)
+    registry = load_registry()
+    make = retriever_factory(plan.plan.paths.embedding_cache, seed=plan.seed, registry=registry)
+    ndcg = per_query_ndcg(benchmarks, retrievers, make, registry, MAIN_SETTING, bound.log)
     return Variant(judgments, ratings, agreement, ndcg, s.calls, s.hits)

@@ -12,11 +12,12 @@ import pytest
 from test_eval_data import QUERIES, write_tiny_benchmark
 
 from saber_core.evaluation.metrics import ndcg_at_k
+from saber_eval.engines.base import Retriever, Task
 from saber_eval.leaderboard import leaderboard_frame, load_summaries, refresh_leaderboard
 from saber_eval.loading import load_benchmark
 from saber_eval.plots import pareto_frontier
 from saber_eval.registry import INSTRUCTION_TEMPLATE, load_registry, parse_date
-from saber_eval.retrievers import Retriever, Task, make_retriever
+from saber_eval.retrievers import make_retriever
 from saber_eval.runfile import format_run, read_run, run_scores
 from saber_eval.runner import retriever_slug, run_retriever, write_outputs
 from saber_eval.significance import bootstrap_ci, compare, randomization_test

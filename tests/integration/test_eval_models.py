@@ -12,9 +12,10 @@ from test_eval_data import QUERIES, write_tiny_benchmark
 from saber_compute.llm.interface import LLMRequest, LLMResult
 from saber_eval.benchmark import SETTINGS
 from saber_eval.cli import eval_main
+from saber_eval.engines.llm import parse_pointwise
 from saber_eval.loading import load_benchmark
 from saber_eval.registry import load_registry
-from saber_eval.retrievers import make_retriever, parse_pointwise
+from saber_eval.retrievers import make_retriever
 from saber_eval.runfile import read_run
 from saber_eval.runner import build_tasks, run_retriever, write_outputs
 from saber_resources.embeddings.cache import EmbeddingCache
@@ -46,7 +47,8 @@ def test_bm25_ranks_lexically_related_documents_first(tiny, tmp_path):
 
 def test_bm25_is_fitted_per_query():
     # idf depends on the candidate set: the same document scores differently in another pool
-    from saber_eval.retrievers import BM25Retriever, Task
+    from saber_eval.engines.base import Task
+    from saber_eval.engines.lexical import BM25Retriever
 
     docs = ("prime numbers modulo", "triangle area", "circle area")
     retriever = BM25Retriever()
@@ -269,14 +271,14 @@ class ChoiceBackend(LLMBackend):
 
 
 def test_llm_profile_options_choose_constrained_choice(tiny, tmp_path):
-    from saber_eval.retrievers import SCORE_CHOICES
+    from saber_eval.engines.llm import SCORE_CHOICES
 
     REQUESTS.clear()
     store = DuckDBStore(database=str(tmp_path / "llm.duckdb"))
     retriever = make_retriever(
         "llm:small",
         llm_store=store,
-        backend_factory=lambda name: (ChoiceBackend(), {"choice": True, "max_tokens": 99}),
+        backend_factory=lambda name, kind="": (ChoiceBackend(), {"choice": True, "max_tokens": 99}),
     )
     result = run_retriever(tiny, retriever, "statement-full", load_registry().get("llm:small"))
     assert result.notes["mode"] == "choice" and result.entry.kind == "reranker"

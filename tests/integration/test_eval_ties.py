@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from saber_core.evaluation.metrics import ndcg_at_k
+from saber_eval.engines.base import Retriever, Task
 from saber_eval.loading import load_benchmark
 from saber_eval.registry import load_registry
-from saber_eval.retrievers import Retriever, Task
 from saber_eval.runfile import read_run, tied_top_share
 from saber_eval.runner import run_retriever, write_outputs
 
