@@ -5,30 +5,45 @@ wrappers over ``saber_eval``).
 random, st:minilm on statement→full) on the export folder and writes run files, per-query CSVs
 and summaries under ``$SABER_HOME/eval/<export>-<hash>/``; its data identity is the export's
 content hash, so it also works on a folder written by ``saber export`` or by another project.
-``leaderboard`` rebuilds the leaderboard (DuckDB tables, CSV, Markdown, plots) from every run
-summary in that folder, ``saber eval`` runs included: ``ndcg@10`` and ``ndcg@10_trec`` with
-seeded paired-bootstrap 95% intervals, and the rank-stability table (``rank_stability``). Both
-log to MLflow under ``$SABER_HOME/mlruns``.
+Under ``execution: slurm`` each retriever is evaluated as one SLURM job (one model load per
+job, sized from its registry entry's ``resources``) and its run files come back into the same
+folder. ``leaderboard`` rebuilds the leaderboard (DuckDB tables, CSV, Markdown, plots) from
+every run summary in that folder, ``saber eval`` runs included: ``ndcg@10`` and
+``ndcg@10_trec`` with seeded paired-bootstrap 95% intervals, and the rank-stability table
+(``rank_stability``). Both log to MLflow under ``$SABER_HOME/mlruns``.
 """
 
 from pathlib import Path
 
 import dagster as dg
+import yaml
 from pydantic import Field
 
+from saber_eval import node_job
 from saber_eval.benchmark import MAIN_SETTING, parse_settings
 from saber_eval.leaderboard import mteb_result_files, refresh_leaderboard, summary_files
 from saber_eval.loading import load_benchmark
 from saber_eval.registry import load_registry
 from saber_eval.retrievers import retriever_factory
-from saber_eval.runner import METRIC, TREC_METRIC, eval_dir, evaluate_specs, result_tables
+from saber_eval.runner import (
+    METRIC,
+    TREC_METRIC,
+    eval_dir,
+    evaluate_specs,
+    result_tables,
+    retriever_slug,
+    stored_tables,
+)
 from saber_eval.tracking import log_result, log_run
 from saber_eval.version import code_hash
 from saber_resources.config import BuildConfig
+from saber_resources.slurm import SlurmDispatch
+from saber_resources.slurm.eval_jobs import EvalJob, run_eval_job
 from saber_resources.store.database import DuckDBStore, stable_hash
 from saber_runtime.stage import StageOutput, materialize_stage
 
 DEFAULT_RETRIEVERS = ["bm25", "jaccard", "random", "st:minilm"]
+NODE_PAYLOAD = Path(node_job.__file__).resolve()
 
 
 class RetrieverRunsConfig(dg.Config):
@@ -61,6 +76,7 @@ def retriever_runs(
     config: RetrieverRunsConfig,
     build: BuildConfig,
     store: DuckDBStore,
+    slurm: SlurmDispatch,
 ) -> dg.MaterializeResult:
     """Per query and retriever × setting: nDCG@10 and reranking latency; TREC run files."""
     plan = build.reads()
@@ -72,25 +88,36 @@ def retriever_runs(
     folder = eval_dir(paths.eval_dir, benchmark)
 
     def compute() -> StageOutput:
-        make = retriever_factory(paths.embedding_cache, seed=plan.seed, registry=registry)
-        results = evaluate_specs(
-            benchmark,
-            config.retrievers,
-            settings,
-            folder,
-            registry=registry,
-            make=make,
-            log=context.log.info,
-        )
-        for result in results if config.mlflow else []:
-            log_result(result, paths.mlruns)
-        per_query, summaries = result_tables(results, folder)
-        figures = {"benchmark_hash": benchmark.hash, "eval_dir": str(folder)}
-        for r in results:
-            figures[f"{METRIC}/{r.spec}/{r.setting}"] = round(r.mean, 4)
-            figures[f"{TREC_METRIC}/{r.spec}/{r.setting}"] = round(r.mean_trec, 4)
-            figures[f"median_latency_s/{r.spec}/{r.setting}"] = round(r.median_latency_s, 6)
-        files = [p for r in results for p in r.files.values()]
+        if plan.plan.execution == "slurm":
+            jobs = [
+                slurm_job(spec, benchmark, settings, folder, plan.seed, registry)
+                for spec in config.retrievers
+            ]
+            stats = [run_eval_job(slurm, context, job) for job in jobs]
+            per_query, summaries = stored_tables(folder, config.retrievers, settings)
+            figures = {f"slurm_job/{s['spec']}": s["slurm_job_id"] for s in stats}
+        else:
+            make = retriever_factory(paths.embedding_cache, seed=plan.seed, registry=registry)
+            results = evaluate_specs(
+                benchmark,
+                config.retrievers,
+                settings,
+                folder,
+                registry=registry,
+                make=make,
+                log=context.log.info,
+            )
+            for result in results if config.mlflow else []:
+                log_result(result, paths.mlruns)
+            per_query, summaries = result_tables(results, folder)
+            figures = {}
+        figures |= {"benchmark_hash": benchmark.hash, "eval_dir": str(folder)}
+        for r in summaries.iter_rows(named=True):
+            key = f"{r['retriever']}/{r['setting']}"
+            figures[f"{METRIC}/{key}"] = round(r[METRIC], 4)
+            figures[f"{TREC_METRIC}/{key}"] = round(r[TREC_METRIC], 4)
+            figures[f"median_latency_s/{key}"] = round(r["median_latency_s"], 6)
+        files = [Path(p) for p in summaries["run_file"]]
         tables = {"retriever_runs": per_query, "retriever_run_summaries": summaries}
         return StageOutput(tables, figures=figures, files=files)
 
@@ -102,9 +129,30 @@ def retriever_runs(
         "registry": registry.hash,
         "eval_code": code_hash(),
         "mlflow": config.mlflow,
+        "execution": plan.plan.execution,
     }
     return materialize_stage(
         context, store, plan, compute=compute, extra=extra, track_upstream=False
+    )
+
+
+def slurm_job(spec, benchmark, settings, folder: Path, seed: int, registry) -> EvalJob:
+    """The SLURM job of one retriever (its registry entry, shipped with it, sizes it)."""
+    entry = registry.get(spec)
+    registry_file = folder / "jobs" / f"retrievers-{retriever_slug(spec)}.yaml"
+    registry_file.parent.mkdir(parents=True, exist_ok=True)
+    registry_file.write_text(yaml.safe_dump({"retrievers": {spec: entry.as_item()}}))
+    return EvalJob(
+        spec=spec,
+        slug=retriever_slug(spec),
+        label=benchmark.label,
+        benchmark_dir=Path(benchmark.path),
+        registry=registry_file,
+        settings=tuple(settings),
+        seed=seed,
+        local_folder=folder,
+        resources=registry.get(spec).resources,
+        payload=NODE_PAYLOAD,
     )
 
 

@@ -95,6 +95,12 @@ class RetrieverEntry:
         if not self.model:
             object.__setattr__(self, "model", model)
 
+    def as_item(self) -> dict[str, Any]:
+        """The entry as a ``retrievers.yaml`` item (loads back to an equal entry)."""
+        item = {f: getattr(self, f) for f in sorted(FIELDS)}
+        item["release_date"] = self.release_date.isoformat() if self.release_date else None
+        return item
+
     def envelope_query(self, text: str) -> str:
         """The query text sent to the model."""
         if self.instruction:

@@ -101,8 +101,12 @@ def retriever_factory(
 
     def make(spec: str) -> Retriever:
         return make_retriever(
-            spec, entry=entries.get(spec), cache=cache, seed=seed, cache_path=cache_path,
+            spec,
+            entry=entries.get(spec),
+            cache=cache,
+            seed=seed,
+            cache_path=cache_path,
             **overrides,
-        )  # fmt: skip
+        )
 
     return make

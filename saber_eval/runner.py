@@ -344,3 +344,41 @@ def result_tables(results: Sequence[RunResult], folder: Path) -> tuple[pl.DataFr
         ]
     )
     return per_query, summaries
+
+
+def stored_tables(
+    folder: Path, specs: Sequence[str], settings: Sequence[str]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The tables of :func:`result_tables` read back from stored runs (a SLURM job's)."""
+    per_query, rows = [], []
+    for spec in specs:
+        for setting in settings:
+            run = Path(folder) / "runs" / retriever_slug(spec)
+            summary = json.loads((run / f"{setting}.json").read_text())
+            frame = pl.read_csv(
+                run / f"{setting}.per_query.csv",
+                schema_overrides={"query_id": pl.String, "domain": pl.String},
+            )
+            per_query.append(
+                frame.select(
+                    pl.lit(spec).alias("retriever"), pl.lit(setting).alias("setting"), pl.all()
+                )
+            )
+            rows.append(
+                {
+                    "retriever": spec,
+                    "setting": setting,
+                    "display_name": summary["display_name"],
+                    "kind": summary["kind"],
+                    METRIC: summary[METRIC],
+                    TREC_METRIC: summary[TREC_METRIC],
+                    "median_latency_s": summary["median_latency_s"],
+                    "n_queries": summary["n_queries"],
+                    "tied_top10_share": summary["tied_top10_share"],
+                    "per_domain": json.dumps(summary["per_domain"], sort_keys=True),
+                    "run_file": summary["files"]["run_file"],
+                    "eval_dir": str(folder),
+                    "benchmark_hash": summary["benchmark_hash"],
+                }
+            )
+    return pl.concat(per_query), pl.DataFrame(rows)

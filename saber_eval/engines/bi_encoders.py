@@ -91,9 +91,15 @@ class EmbeddingRetriever(CachedBiEncoder):
     engine = "sentence-transformers"
     Options = STOptions
 
-    def __init__(self, spec: str, cache: EmbeddingCache, encoder: Encoder | None = None,
-                 batch_size: int = 64, model: str | None = None,
-                 options: STOptions | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        spec: str,
+        cache: EmbeddingCache,
+        encoder: Encoder | None = None,
+        batch_size: int = 64,
+        model: str | None = None,
+        options: STOptions | None = None,
+    ) -> None:
         self.spec, self.kind, self.cache, self.batch_size = spec, "single-pass", cache, batch_size
         self.options = options or STOptions()
         name = spec.split(":", 1)[1] if model is None else model
@@ -106,8 +112,14 @@ class EmbeddingRetriever(CachedBiEncoder):
     def from_entry(cls, entry: RetrieverEntry, ctx: EngineContext) -> EmbeddingRetriever:
         """The entry's model with its options."""
         options = parse_options(cls, entry)
-        return cls(entry.spec, ctx.cache, encoder=ctx.encoder, batch_size=entry.batch_size,
-                   model=entry.model, options=options)  # fmt: skip
+        return cls(
+            entry.spec,
+            ctx.cache,
+            encoder=ctx.encoder,
+            batch_size=entry.batch_size,
+            model=entry.model,
+            options=options,
+        )
 
     def preflight(self) -> None:
         """The device exists."""
@@ -164,8 +176,14 @@ class OpenAIEmbedRetriever(CachedBiEncoder):
     engine = "openai-embed"
     Options = OpenAIOptions
 
-    def __init__(self, spec: str, model: str, options: OpenAIOptions, cache: EmbeddingCache,
-                 batch_size: int = 16) -> None:  # fmt: skip
+    def __init__(
+        self,
+        spec: str,
+        model: str,
+        options: OpenAIOptions,
+        cache: EmbeddingCache,
+        batch_size: int = 16,
+    ) -> None:
         self.spec, self.kind, self.cache = spec, "single-pass", cache
         self.model, self.options, self.batch_size = model, options, batch_size
         self.model_id = f"openai:{options.base_url.rstrip('/')}:{model}"

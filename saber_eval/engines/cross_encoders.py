@@ -49,8 +49,14 @@ class PairRetriever(Retriever):
 
     Options = PairOptions
 
-    def __init__(self, spec: str, model: Any = None, batch_size: int = 16,
-                 name: str | None = None, options: PairOptions | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        spec: str,
+        model: Any = None,
+        batch_size: int = 16,
+        name: str | None = None,
+        options: PairOptions | None = None,
+    ) -> None:
         self.spec, self.kind, self.batch_size = spec, "reranker", batch_size
         self.options = options or PairOptions()
         self.path, self.model_id = local_model(
@@ -62,8 +68,13 @@ class PairRetriever(Retriever):
     def from_entry(cls, entry: RetrieverEntry, ctx: EngineContext) -> PairRetriever:
         """The entry's model with its options (``ctx.cross_encoder`` replaces it in tests)."""
         options = parse_options(cls, entry)
-        return cls(entry.spec, model=ctx.cross_encoder, batch_size=entry.batch_size,
-                   name=entry.model, options=options)  # fmt: skip
+        return cls(
+            entry.spec,
+            model=ctx.cross_encoder,
+            batch_size=entry.batch_size,
+            name=entry.model,
+            options=options,
+        )
 
     def preflight(self) -> None:
         """The device exists."""

@@ -130,8 +130,14 @@ class LLMPointwiseRetriever(Retriever):
         if backend is None:
             factory = ctx.backend_factory or llm_backend_for_profile
             backend, scorer = factory(entry.model, options.llm_backend)
-        return cls(spec=entry.spec, backend=backend, store=ctx.store(), seed=ctx.seed,
-                   instruction=options.instruction, **cls.scorer_options(scorer))  # fmt: skip
+        return cls(
+            spec=entry.spec,
+            backend=backend,
+            store=ctx.store(),
+            seed=ctx.seed,
+            instruction=options.instruction,
+            **cls.scorer_options(scorer),
+        )
 
     @staticmethod
     def scorer_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -216,8 +222,10 @@ class LLMYesNoRetriever(LLMPointwiseRetriever):
         return {"instruction": self.instruction, "query": query, "document": document}
 
     def _requests(self, task: Task) -> list:
-        return [self._request(task, doc, max_tokens=1, choices=YESNO_CHOICES, logprobs=True)
-                for doc in task.documents]  # fmt: skip
+        return [
+            self._request(task, doc, max_tokens=1, choices=YESNO_CHOICES, logprobs=True)
+            for doc in task.documents
+        ]
 
     def score(self, task: Task) -> tuple[np.ndarray, float]:
         """P(yes) per candidate (−1 when the backend gave neither choice's log-probability)."""

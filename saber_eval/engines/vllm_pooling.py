@@ -184,8 +184,15 @@ class VLLMEmbedRetriever(VLLMRetriever):
 
     engine = "vllm-embed"
 
-    def __init__(self, spec: str, model: str, options: VLLMOptions, batch_size: int,
-                 cache: EmbeddingCache, seed: int = 0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        spec: str,
+        model: str,
+        options: VLLMOptions,
+        batch_size: int,
+        cache: EmbeddingCache,
+        seed: int = 0,
+    ) -> None:
         super().__init__(spec, model, options, batch_size, seed)
         self.kind, self.cache = "single-pass", cache
         self.model_id = f"vllm:{self.model_id}:{options.dtype}"
@@ -197,8 +204,10 @@ class VLLMEmbedRetriever(VLLMRetriever):
         return cls(entry.spec, entry.model, options, entry.batch_size, ctx.cache, ctx.seed)
 
     def _encode(self, texts: list[str]) -> np.ndarray:
-        vectors = [self.worker().ask({"op": "embed", "texts": list(b)})["vectors"]
-                   for b in batched(texts, self.batch_size)]  # fmt: skip
+        vectors = [
+            self.worker().ask({"op": "embed", "texts": list(b)})["vectors"]
+            for b in batched(texts, self.batch_size)
+        ]
         return np.asarray([v for batch in vectors for v in batch], dtype=np.float32)
 
     def prepare(self, tasks: Sequence[Task]) -> None:
@@ -226,8 +235,9 @@ class VLLMScoreRetriever(VLLMRetriever):
 
     engine = "vllm-score"
 
-    def __init__(self, spec: str, model: str, options: VLLMOptions, batch_size: int,
-                 seed: int = 0) -> None:  # fmt: skip
+    def __init__(
+        self, spec: str, model: str, options: VLLMOptions, batch_size: int, seed: int = 0
+    ) -> None:
         super().__init__(spec, model, options, batch_size, seed)
         self.kind = "reranker"
 
@@ -244,8 +254,12 @@ class VLLMScoreRetriever(VLLMRetriever):
         """One ``LLM.score`` call per batch of candidates."""
         scores: list[float] = []
         for batch in batched(task.documents, self.batch_size):
-            request = {"op": "score", "query": task.query, "documents": list(batch),
-                       "activation": self.options.activation}  # fmt: skip
+            request = {
+                "op": "score",
+                "query": task.query,
+                "documents": list(batch),
+                "activation": self.options.activation,
+            }
             scores += self.worker().ask(request)["scores"]
         return np.asarray(scores, dtype=np.float64), 0.0
 

@@ -7,13 +7,14 @@ from test_eval_data import QUERIES, write_tiny_benchmark
 
 from saber_assets.evaluation import DEFAULT_RETRIEVERS, leaderboard, retriever_runs
 from saber_resources.config import load_build_config
+from saber_resources.slurm import SlurmDispatch
 from saber_resources.store.database import DuckDBStore
 
 
 def materialize(build, store, run_config=None) -> dg.ExecuteInProcessResult:
     return dg.materialize(
         [retriever_runs, leaderboard],
-        resources={"build": build, "store": store},
+        resources={"build": build, "store": store, "slurm": SlurmDispatch()},
         run_config=run_config,
         instance=dg.DagsterInstance.ephemeral(),
     )
