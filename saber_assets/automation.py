@@ -31,7 +31,7 @@ from typing import Any
 import dagster as dg
 
 BUILD_JOB = "build_benchmark"
-REFRESH_JOB = "refresh_benchmark"  # the build and the evaluation (retriever runs, leaderboard)
+REFRESH_JOB = "refresh_benchmark"  # the build and the leaderboard (retrievers: their sensor)
 BUILTIN_INPUTS = {"champ", "synthetic", "auto", "none", ""}
 
 
@@ -193,9 +193,69 @@ def slurm_orphan_sensor(
     return _sensor
 
 
-def build_sensors(build: Any, slurm: Any | None = None) -> list:
-    """The input-change sensor, plus the orphan sensor when ``slurm`` (a SlurmDispatch) is given."""
+def retriever_partitions_sensor(defaults: Sequence[str]) -> dg.SensorDefinition:
+    """Adds the default retrievers as partitions of ``retriever_runs`` (running by default),
+    so the UI lists them (missing until evaluated) from the first tick."""
+
+    @dg.sensor(
+        name="saber_retriever_partitions_sensor",
+        minimum_interval_seconds=60,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Add the default retrievers as partitions of retriever_runs.",
+    )
+    def _sensor(context: dg.SensorEvaluationContext):
+        known = set(context.instance.get_dynamic_partitions("retrievers"))
+        new = [s for s in defaults if s not in known]
+        if not new:
+            return dg.SkipReason("every default retriever is a partition")
+        return dg.SensorResult(
+            dynamic_partitions_requests=[dg.AddDynamicPartitionsRequest("retrievers", new)]
+        )
+
+    return _sensor
+
+
+def retriever_eval_sensor(job: str) -> dg.SensorDefinition:
+    """Requests ``job`` for every retriever partition not evaluated since the export's last
+    materialization (stopped by default: turn it on to keep the leaderboard current)."""
+
+    @dg.sensor(
+        name="saber_retriever_eval_sensor",
+        job_name=job,
+        minimum_interval_seconds=60,
+        default_status=dg.DefaultSensorStatus.STOPPED,
+        description="Evaluate each retriever partition missing for the latest export.",
+    )
+    def _sensor(context: dg.SensorEvaluationContext):
+        instance = context.instance
+        export = instance.get_latest_materialization_event(dg.AssetKey("benchmark_export"))
+        if export is None:
+            return dg.SkipReason("no export yet")
+        requests = []
+        for spec in instance.get_dynamic_partitions("retrievers"):
+            done = instance.get_latest_materialization_event(
+                dg.AssetKey("retriever_runs"), partition=spec
+            )
+            if done is None or done.storage_id < export.storage_id:
+                requests.append(
+                    dg.RunRequest(run_key=f"{spec}@{export.storage_id}", partition_key=spec)
+                )
+        return requests or dg.SkipReason("every retriever is evaluated on the latest export")
+
+    return _sensor
+
+
+def build_sensors(build: Any, slurm: Any | None = None, eval_job: str = "") -> list:
+    """The input-change sensor, the retriever-partition sensors (with ``eval_job``), plus the
+    orphan sensor when ``slurm`` (a SlurmDispatch) is given."""
     sensors: list = [input_change_sensor(build)]
+    if eval_job:
+        from saber_assets.evaluation import DEFAULT_RETRIEVERS
+
+        sensors += [
+            retriever_partitions_sensor(DEFAULT_RETRIEVERS),
+            retriever_eval_sensor(eval_job),
+        ]
     if slurm is not None:
         interval = build.slurm.orphan_poll_seconds
         sensors.append(slurm_orphan_sensor(slurm, BUILD_JOB, interval_seconds=interval))

@@ -91,12 +91,14 @@ def build_definitions(
     eval_job = dg.define_asset_job(
         EVAL_JOB,
         selection=dg.AssetSelection.groups("evaluation"),
-        description="Evaluate retrievers on the export and refresh the leaderboard.",
+        description="Evaluate one retriever (a partition) on the export and refresh the "
+        "leaderboard.",
     )
     refresh_job = dg.define_asset_job(
         REFRESH_JOB,
-        selection=dg.AssetSelection.all(),
-        description="Rebuild and refresh the leaderboard (the schedule's and the sensor's job).",
+        selection=dg.AssetSelection.all() - dg.AssetSelection.assets(retriever_runs),
+        description="Rebuild and refresh the leaderboard (the schedule's and the sensor's job; "
+        "the retriever partitions follow through saber_retriever_eval_sensor).",
     )
     slurm = slurm_dispatch_from_build(plan) if plan.execution == "slurm" else None
     assets = with_stage_versions(assets, plan)
@@ -105,7 +107,7 @@ def build_definitions(
         jobs=[job, eval_job, refresh_job],
         executor=EXECUTOR,
         schedules=build_schedules(build),
-        sensors=build_sensors(build, slurm),
+        sensors=build_sensors(build, slurm, EVAL_JOB),
         resources={
             "build": build,
             "store": DuckDBStore(database=str(plan.paths.database)),

@@ -20,6 +20,9 @@
     saber docs                         rewrite the generated documents (docs/configuration.md,
                                        the README's asset maps)
     saber eval …                       evaluate retrievers (``saber eval -h``; no Dagster)
+    saber evaluate --retriever SPEC    evaluate retrievers as partitions of retriever_runs (the
+                                       UI shows them; SLURM jobs under execution: slurm), then
+                                       refresh the leaderboard
     saber study tournament …           simulation study (``saber study tournament -h``; no Dagster)
     saber study budget …               label scales × designs × judge budgets (``-h``; no Dagster)
     saber judge probe …                the build's judge on a sample of its pool pairs: test–retest,
@@ -41,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="saber", description="SABER platform command line")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("eval", help="evaluate retrievers on a benchmark folder (saber eval -h)")
+    sub.add_parser("evaluate", help="evaluate retrievers as partitions (saber evaluate -h)")
     study = sub.add_parser("study", help="reproducible simulation studies")
     studies = study.add_subparsers(dest="study")
     studies.add_parser(
@@ -220,6 +224,10 @@ def main(argv: list[str] | None = None) -> int:
         from saber_eval.cli import eval_main
 
         return eval_main(argv[1:])
+    if argv[:1] == ["evaluate"]:
+        from saber_cli.evaluate import evaluate_main
+
+        return evaluate_main(argv[1:])
     if argv[:2] == ["study", "tournament"]:
         from saber_study.cli import study_main
 

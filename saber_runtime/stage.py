@@ -131,6 +131,7 @@ def materialize_stage(
     extra: Mapping[str, Any] | None = None,
     checks: CheckFn | None = None,
     track_upstream: bool = True,
+    key: str | None = None,
 ) -> dg.MaterializeResult:
     """Reuse the stored output when the fingerprint still holds, else compute and store it.
 
@@ -139,8 +140,9 @@ def materialize_stage(
     what the tables depend on outside the plan (input file hashes, prompt hashes, the backend's
     identity). ``track_upstream=False`` is for a stage whose inputs are identified by ``extra``
     alone (the evaluation of an export folder: its content hash), so it runs without its deps.
+    ``key`` names the manifest entry when it is not the asset's (a partition: ``asset[key]``).
     """
-    asset = context.asset_key.to_user_string()
+    asset = key or context.asset_key.to_user_string()
     up = upstream_versions(store, asset, upstream_of(context) if track_upstream else [])
     extra = {k: extra[k] for k in sorted(extra or {})}
     now = Fingerprint(asset, plan.reads, extra, code_version(compute.__module__), up)

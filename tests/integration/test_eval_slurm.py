@@ -17,7 +17,7 @@ import pytest
 from test_eval_data import write_tiny_benchmark
 from test_slurm import usable_dev_profile
 
-from saber_assets.evaluation import leaderboard, retriever_runs
+from saber_assets.evaluation import RETRIEVERS, leaderboard, partition_tables, retriever_runs
 from saber_eval.loading import load_benchmark
 from saber_eval.registry import load_registry
 from saber_eval.retrievers import make_retriever
@@ -35,8 +35,11 @@ def _sacct_jobs(remote_base: str) -> list[str]:
     conf = Path(os.environ.get("SABER_SLURM_DIR", "/var/tmp/saber-slurm")) / "etc/slurm.conf"
     out = subprocess.run(
         ["sacct", "-X", "-n", "-P", "-o", "JobID,WorkDir,State", "-S", "now-1hour"],
-        capture_output=True, text=True, timeout=30, env={**os.environ, "SLURM_CONF": str(conf)},
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "SLURM_CONF": str(conf)},
+    ).stdout
     return [line.split("|")[0] for line in out.splitlines() if remote_base in line]
 
 
@@ -53,28 +56,41 @@ def test_a_vllm_embedder_is_evaluated_as_one_slurm_job_and_listed(tmp_path):
     build = load_build_config("tiny", home=str(tmp_path / "home"), execution="slurm")
     write_tiny_benchmark(build.export_dir)
     store = DuckDBStore(database=str(build.database_path))
-    config = {"ops": {"retriever_runs": {"config": {"retrievers": [SPEC], "mlflow": False}},
-                      "leaderboard": {"config": {"mlflow": False}}}}  # fmt: skip
-    try:
-        result = dg.materialize(
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(RETRIEVERS.name, [SPEC])
+    resources = {"build": build, "store": store, "slurm": slurm}
+
+    def materialize(asset, spec=None, config=None):
+        return dg.materialize(
             [retriever_runs, leaderboard],
-            resources={"build": build, "store": store, "slurm": slurm},
+            resources=resources,
+            instance=instance,
+            partition_key=spec,
+            selection=[asset],
             run_config=config,
-            instance=dg.DagsterInstance.ephemeral(),
+        )
+
+    try:
+        result = materialize(
+            retriever_runs, SPEC, {"ops": {"retriever_runs": {"config": {"mlflow": False}}}}
         )
         assert result.success
+        assert materialize(
+            leaderboard, config={"ops": {"leaderboard": {"config": {"mlflow": False}}}}
+        ).success
         jobs = _sacct_jobs(remote_base)
         assert len(jobs) == 1, jobs  # one job: one model load for the retriever
         meta = result.asset_materializations_for_node("retriever_runs")[-1].metadata
-        assert meta[f"slurm_job/{SPEC}"].value == jobs[0]
+        assert str(meta["slurm_job_id"].value) == jobs[0]
         board = store.read_table("leaderboard")
         assert SPEC in set(board["spec"])
         ours = board.filter(board["spec"] == SPEC)["ndcg@10"].item()
         bench = load_benchmark(build.export_dir)
-        local = run_retriever(bench, make_retriever("st:minilm"), "statement-full",
-                              load_registry().get("st:minilm"))  # fmt: skip
+        local = run_retriever(
+            bench, make_retriever("st:minilm"), "statement-full", load_registry().get("st:minilm")
+        )
         assert ours == pytest.approx(local.mean, abs=1e-4)
-        runs = store.read_table("retriever_run_summaries")
+        runs = store.read_table(partition_tables(SPEC)[1])
         run_file = Path(runs["run_file"].item())
         assert run_file.exists() and run_file.is_relative_to(tmp_path)  # fetched back here
     finally:
