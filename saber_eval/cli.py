@@ -31,7 +31,7 @@ import polars as pl
 from saber_eval.benchmark import MAIN_SETTING, SETTINGS, Benchmark, parse_settings
 from saber_eval.leaderboard import Leaderboard, refresh_leaderboard
 from saber_eval.loading import load_benchmark
-from saber_eval.registry import Registry, load_registry
+from saber_eval.registry import REGISTRY_PATH, Registry, load_registries
 from saber_eval.retrievers import Retriever, retriever_factory
 from saber_eval.runner import METRIC, RunResult, eval_dir, evaluate_specs, retriever_slug
 from saber_eval.significance import Comparison, compare
@@ -192,7 +192,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--compare", nargs=2, metavar=("A", "B"), help="paired test of two specs")
     parser.add_argument("--permutations", type=int, default=10_000, help="randomization samples")
     parser.add_argument("--cache", type=Path, help="embedding/LLM cache DuckDB file")
-    parser.add_argument("--registry", type=Path, help="retriever registry (retrievers.yaml)")
+    registry = parser.add_mutually_exclusive_group()
+    registry.add_argument(
+        "--registry",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="registry file merged over retrievers.yaml; its entries replace the default's of "
+        "the same spec (repeatable, later files win)",
+    )
+    registry.add_argument(
+        "--registry-only",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="use only these registry files, not retrievers.yaml (repeatable)",
+    )
     parser.add_argument("--mlflow", help="MLflow tracking URI or folder ($SABER_HOME/mlruns)")
     parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
     parser.add_argument("--seed", type=int, default=0, help="seed of random, bootstrap, tests")
@@ -223,12 +240,14 @@ def eval_main(argv: list[str]) -> int:
     settings = parse_settings(args.setting)
     out = args.out or defaults.out
     mlflow = None if args.no_mlflow else (args.mlflow or defaults.mlflow)
-    registry = load_registry(args.registry)
+    registry = load_registries(args.registry_only or args.registry, only=bool(args.registry_only))
     cache = EmbeddingCache(args.cache or defaults.cache)
     make = retriever_factory(args.cache or defaults.cache, seed=args.seed, cache=cache)
     bootstrap = BootstrapSettings(n_resamples=args.bootstrap, seed=args.seed)
     folder = eval_dir(out, benchmark)
     print(f"benchmark: {benchmark.path} ({len(benchmark.queries)} queries, hash {benchmark.hash})")
+    registry_files = args.registry_only or [REGISTRY_PATH, *args.registry]
+    print(f"registry: {' + '.join(map(str, registry_files))} (hash {registry.hash})")
     specs = list(dict.fromkeys(args.retriever))
     if args.compare:  # evaluate what the comparison needs and has not been evaluated yet
         specs += [

@@ -16,7 +16,7 @@ release_date, mean_latency_s, benchmark_hash``; its table ``rank_stability`` (al
 ``rank_stability.csv``/``.md``) holds each adjacent pair's interval overlap, order-flip share
 and paired test (raw ``p_value``, Holm-adjusted ``p_holm`` over the pairs of its setting and
 metric, ``significant`` = ``p_holm ≤ α``), and ``leaderboard.json`` the bootstrap settings
-(seed, resamples), the tie rule and how often the #1 stays #1. Rows:
+(seed, resamples), the tie rule, the registry hash and how often the #1 stays #1. Rows:
 settings in canonical order, then nDCG@10 descending. Display name, kind and release date come
 from the registry at refresh time.
 """
@@ -225,6 +225,7 @@ class Leaderboard:
     stability: pl.DataFrame = field(default_factory=pl.DataFrame)
     top_stays: list[dict] = field(default_factory=list)
     bootstrap: dict = field(default_factory=dict)
+    registry_hash: str = ""
     files: dict[str, Path] = field(default_factory=dict)
     plots: dict[str, Path] = field(default_factory=dict)
 
@@ -254,6 +255,7 @@ def write_leaderboard(board: Leaderboard, folder: Path) -> dict[str, Path]:
     summary = {
         "bootstrap": board.bootstrap,
         "tie_rule": TIE_RULE,
+        "registry_hash": board.registry_hash,
         "top_stays": board.top_stays,
     }
     files["json"].write_text(json.dumps(summary, indent=2))
@@ -301,6 +303,7 @@ def refresh_leaderboard(
     """Rebuild the leaderboard files (and plots) of an eval folder from its run summaries."""
     frame = leaderboard_frame(load_summaries(folder), registry)
     board = with_confidence(frame, Path(folder), bootstrap or BootstrapSettings())
+    board.registry_hash = registry.hash
     board.files = write_leaderboard(board, folder)
     if plots and frame.height:
         board.plots = write_plots(board.frame, Path(folder))
