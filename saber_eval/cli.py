@@ -23,6 +23,7 @@ import argparse
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +32,7 @@ import polars as pl
 from saber_eval.benchmark import MAIN_SETTING, SETTINGS, Benchmark, parse_settings
 from saber_eval.leaderboard import Leaderboard, refresh_leaderboard
 from saber_eval.loading import load_benchmark
-from saber_eval.registry import REGISTRY_PATH, Registry, load_registries
+from saber_eval.registry import REGISTRY_PATH, Registry, load_registries, parse_date
 from saber_eval.retrievers import Retriever, retriever_factory
 from saber_eval.runner import METRIC, RunResult, eval_dir, evaluate_specs, retriever_slug
 from saber_eval.significance import Comparison, compare
@@ -223,10 +224,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--mteb-scores", type=Path, metavar="FILE", help="CSV retriever,mteb_score to correlate"
     )
     parser.add_argument(
+        "--since",
+        type=since_date,
+        metavar="DATE",
+        help="with --mteb-scores: also correlate the models released on or after DATE "
+        "(YYYY, YYYY-MM or YYYY-MM-DD; registry release_date)",
+    )
+    parser.add_argument(
         "--bootstrap", type=int, default=N_RESAMPLES, help="bootstrap resamples of the intervals"
     )
     parser.add_argument("--profile", help="build profile whose SABER home gives the defaults")
     return parser
+
+
+def since_date(value: str) -> date:
+    """``--since``: ``YYYY``, ``YYYY-MM`` (day 1) or ``YYYY-MM-DD``."""
+    try:
+        parsed = parse_date(value)
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise argparse.ArgumentTypeError(f"{value!r}: use YYYY, YYYY-MM or YYYY-MM-DD")
+    return parsed
 
 
 def eval_main(argv: list[str]) -> int:
@@ -235,6 +254,8 @@ def eval_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if not args.retriever and not args.compare and not args.mteb_scores:
         parser.error("give --retriever SPEC, --compare A B and/or --mteb-scores FILE")
+    if args.since and not args.mteb_scores:
+        parser.error("--since selects models for --mteb-scores FILE; give that too")
     defaults = default_paths(args.profile)
     benchmark = load_benchmark(args.benchmark or defaults.benchmark)
     settings = parse_settings(args.setting)
@@ -285,7 +306,9 @@ def eval_main(argv: list[str]) -> int:
             name = f"{retriever_slug(a)}__vs__{retriever_slug(b)}.{setting}.json"
             (target / name).write_text(json.dumps(result.as_dict(), indent=2))
     if args.mteb_scores:
-        correlate_with_mteb(folder, args.mteb_scores, settings[0], registry, bootstrap, mlflow)
+        correlate_with_mteb(
+            folder, args.mteb_scores, settings[0], registry, bootstrap, mlflow, args.since
+        )
     return 0
 
 
@@ -296,25 +319,31 @@ def correlate_with_mteb(
     registry: Registry,
     bootstrap: BootstrapSettings,
     mlflow: str | None,
+    since: date | None = None,
 ) -> dict:
-    """Spearman/Kendall of the stored leaderboard vs an MTEB-score CSV (+ plot, MLflow)."""
-    from saber_eval.correlation import write_correlation
+    """Pearson/Spearman/Kendall of the stored leaderboard vs an MTEB-score CSV, over all
+    matched models and those released since ``since`` (+ plot, MLflow)."""
+    from saber_eval.correlation import describe, write_correlation
 
     board = refresh_leaderboard(folder, registry, plots=False, bootstrap=bootstrap)
-    stats, files = write_correlation(board.frame, scores, folder, setting)
-    print(
-        f"SABER {METRIC} vs MTEB ({setting}, n = {stats['n']}): Spearman ρ "
-        f"{stats['spearman']:.3f} (p {stats['spearman_p']:.3g}), Kendall τ-b "
-        f"{stats['kendall_tau_b']:.3f} (p {stats['kendall_p']:.3g}); plot {files['plot']}"
-    )
+    stats, files = write_correlation(board.frame, scores, folder, setting, since)
+    for subset in stats["subsets"]:
+        print("\n".join(describe(subset, setting)))
+    print(f"correlation: {files['json']}; plot {files['plot']}")
     if mlflow:
         from saber_eval.tracking import log_run
 
+        metrics = {
+            f"{'' if s['subset'] == 'all' else 'since_'}{k}": s[k]
+            for s in stats["subsets"]
+            for k in ("n", "pearson_r", "spearman", "kendall_tau_b")
+            if s[k] is not None
+        }
         log_run(
             mlflow,
             run_name=f"mteb correlation · {folder.name}",
-            params={"setting": setting, "scores_file": str(scores), "n": stats["n"]},
-            metrics={k: stats[k] for k in ("spearman", "kendall_tau_b")},
+            params={"setting": setting, "scores_file": str(scores), "since": stats["since"] or ""},
+            metrics=metrics,
             artifacts=list(files.values()),
         )
     return stats
