@@ -177,7 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Evaluate retrievers on a SABER benchmark directory (nDCG@10, latency).",
     )
     parser.add_argument(
-        "--benchmark", type=Path, help="export-format folder (default: the build's)"
+        "--benchmark",
+        metavar="DIR|hf:NAME[:REVISION]",
+        help="export-format or released-schema folder (default: the build's), or hf:NAME for "
+        "the released schema on the Hugging Face hub (offline: its datasets cache)",
     )
     parser.add_argument(
         "--retriever",
