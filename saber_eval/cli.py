@@ -1,16 +1,26 @@
 """``saber eval``: evaluate retrievers on a benchmark directory, refresh its leaderboard, compare.
 
-    saber eval --benchmark DIR --retriever SPEC [--retriever SPEC …]
+    saber eval --benchmark DIR|hf:NAME[:REVISION] --retriever SPEC [--retriever SPEC …]
                [--setting statement-statement|statement-full|full-full|all] [--out DIR]
-               [--via saber|mteb] [--mteb-scores FILE] [--bootstrap N]
+               [--via saber|mteb] [--mteb-scores FILE [--since DATE]] [--bootstrap N]
+               [--registry FILE … | --registry-only FILE …]
                [--compare A B] [--cache FILE] [--mlflow URI|DIR | --no-mlflow] [--seed N]
+
+``--benchmark hf:NAME[:REVISION]`` reads the released SaberMath schema from the Hugging Face
+hub through ``datasets.load_dataset`` (offline: from the datasets cache;
+:func:`saber_eval.sabermath_format.load_hf_sabermath`). ``--registry FILE`` (repeatable) merges
+registry files over ``retrievers.yaml`` (an entry of the same spec is replaced wholesale);
+``--registry-only FILE`` uses only the given files.
 
 ``--via mteb`` also runs the real ``mteb`` package (offline) on the benchmark written as an MTEB
 reranking task (``<out>/<benchmark>/mteb_task/<setting>/``) for every ``st:`` retriever and
 records its nDCG@10 next to ours (``mteb/<slug>/<setting>.json``, leaderboard column
-``ndcg@10_mteb``). ``--mteb-scores FILE`` correlates the leaderboard with given MTEB scores.
-The leaderboard's bootstrap intervals use ``--bootstrap`` resamples (default 10,000) seeded by
-``--seed``.
+``ndcg@10_mteb``). ``--mteb-scores FILE`` correlates the leaderboard with given MTEB scores:
+Pearson r, Spearman ρ and Kendall τ-b with their p-values and n, over all matched models and,
+with ``--since YYYY[-MM[-DD]]``, over those whose registry release date is on or after it
+(:mod:`saber_eval.correlation`). The leaderboard's bootstrap intervals use ``--bootstrap``
+resamples (default 10,000) seeded by ``--seed``; its rank-stability table tests every adjacent
+pair and reports the raw and the Holm-adjusted p (:mod:`saber_eval.stability`).
 
 Defaults come from the build config (``SABER_HOME``): benchmark ``$SABER_HOME/export``, output
 ``$SABER_HOME/eval``, caches ``$SABER_HOME/cache/eval_cache.duckdb`` (embeddings and LLM calls),
