@@ -1,16 +1,26 @@
 """``saber eval``: evaluate retrievers on a benchmark directory, refresh its leaderboard, compare.
 
-    saber eval --benchmark DIR --retriever SPEC [--retriever SPEC …]
+    saber eval --benchmark DIR|hf:NAME[:REVISION] --retriever SPEC [--retriever SPEC …]
                [--setting statement-statement|statement-full|full-full|all] [--out DIR]
-               [--via saber|mteb] [--mteb-scores FILE] [--bootstrap N]
+               [--via saber|mteb] [--mteb-scores FILE [--since DATE]] [--bootstrap N]
+               [--registry FILE … | --registry-only FILE …]
                [--compare A B] [--cache FILE] [--mlflow URI|DIR | --no-mlflow] [--seed N]
+
+``--benchmark hf:NAME[:REVISION]`` reads the released SaberMath schema from the Hugging Face
+hub through ``datasets.load_dataset`` (offline: from the datasets cache;
+:func:`saber_eval.sabermath_format.load_hf_sabermath`). ``--registry FILE`` (repeatable) merges
+registry files over ``retrievers.yaml`` (an entry of the same spec is replaced wholesale);
+``--registry-only FILE`` uses only the given files.
 
 ``--via mteb`` also runs the real ``mteb`` package (offline) on the benchmark written as an MTEB
 reranking task (``<out>/<benchmark>/mteb_task/<setting>/``) for every ``st:`` retriever and
 records its nDCG@10 next to ours (``mteb/<slug>/<setting>.json``, leaderboard column
-``ndcg@10_mteb``). ``--mteb-scores FILE`` correlates the leaderboard with given MTEB scores.
-The leaderboard's bootstrap intervals use ``--bootstrap`` resamples (default 10,000) seeded by
-``--seed``.
+``ndcg@10_mteb``). ``--mteb-scores FILE`` correlates the leaderboard with given MTEB scores:
+Pearson r, Spearman ρ and Kendall τ-b with their p-values and n, over all matched models and,
+with ``--since YYYY[-MM[-DD]]``, over those whose registry release date is on or after it
+(:mod:`saber_eval.correlation`). The leaderboard's bootstrap intervals use ``--bootstrap``
+resamples (default 10,000) seeded by ``--seed``; its rank-stability table tests every adjacent
+pair and reports the raw and the Holm-adjusted p (:mod:`saber_eval.stability`).
 
 Defaults come from the build config (``SABER_HOME``): benchmark ``$SABER_HOME/export``, output
 ``$SABER_HOME/eval``, caches ``$SABER_HOME/cache/eval_cache.duckdb`` (embeddings and LLM calls),
@@ -23,6 +33,7 @@ import argparse
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +43,7 @@ from saber_eval.benchmark import MAIN_SETTING, SETTINGS, Benchmark, parse_settin
 from saber_eval.engines.base import Retriever
 from saber_eval.leaderboard import Leaderboard, refresh_leaderboard
 from saber_eval.loading import load_benchmark
-from saber_eval.registry import Registry, load_registry
+from saber_eval.registry import REGISTRY_PATH, Registry, load_registries, parse_date
 from saber_eval.retrievers import retriever_factory
 from saber_eval.runner import METRIC, RunResult, eval_dir, evaluate_specs, retriever_slug
 from saber_eval.significance import Comparison, compare
@@ -177,7 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Evaluate retrievers on a SABER benchmark directory (nDCG@10, latency).",
     )
     parser.add_argument(
-        "--benchmark", type=Path, help="export-format folder (default: the build's)"
+        "--benchmark",
+        metavar="DIR|hf:NAME[:REVISION]",
+        help="export-format or released-schema folder (default: the build's), or hf:NAME for "
+        "the released schema on the Hugging Face hub (offline: its datasets cache)",
     )
     parser.add_argument(
         "--retriever",
@@ -193,7 +207,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--compare", nargs=2, metavar=("A", "B"), help="paired test of two specs")
     parser.add_argument("--permutations", type=int, default=10_000, help="randomization samples")
     parser.add_argument("--cache", type=Path, help="embedding/LLM cache DuckDB file")
-    parser.add_argument("--registry", type=Path, help="retriever registry (retrievers.yaml)")
+    registry = parser.add_mutually_exclusive_group()
+    registry.add_argument(
+        "--registry",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="registry file merged over retrievers.yaml; its entries replace the default's of "
+        "the same spec (repeatable, later files win)",
+    )
+    registry.add_argument(
+        "--registry-only",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="use only these registry files, not retrievers.yaml (repeatable)",
+    )
     parser.add_argument("--mlflow", help="MLflow tracking URI or folder ($SABER_HOME/mlruns)")
     parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
     parser.add_argument("--seed", type=int, default=0, help="seed of random, bootstrap, tests")
@@ -207,10 +238,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--mteb-scores", type=Path, metavar="FILE", help="CSV retriever,mteb_score to correlate"
     )
     parser.add_argument(
+        "--since",
+        type=since_date,
+        metavar="DATE",
+        help="with --mteb-scores: also correlate the models released on or after DATE "
+        "(YYYY, YYYY-MM or YYYY-MM-DD; registry release_date)",
+    )
+    parser.add_argument(
         "--bootstrap", type=int, default=N_RESAMPLES, help="bootstrap resamples of the intervals"
     )
     parser.add_argument("--profile", help="build profile whose SABER home gives the defaults")
     return parser
+
+
+def since_date(value: str) -> date:
+    """``--since``: ``YYYY``, ``YYYY-MM`` (day 1) or ``YYYY-MM-DD``."""
+    try:
+        parsed = parse_date(value)
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise argparse.ArgumentTypeError(f"{value!r}: use YYYY, YYYY-MM or YYYY-MM-DD")
+    return parsed
 
 
 def eval_main(argv: list[str]) -> int:
@@ -219,12 +268,14 @@ def eval_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if not args.retriever and not args.compare and not args.mteb_scores:
         parser.error("give --retriever SPEC, --compare A B and/or --mteb-scores FILE")
+    if args.since and not args.mteb_scores:
+        parser.error("--since selects models for --mteb-scores FILE; give that too")
     defaults = default_paths(args.profile)
     benchmark = load_benchmark(args.benchmark or defaults.benchmark)
     settings = parse_settings(args.setting)
     out = args.out or defaults.out
     mlflow = None if args.no_mlflow else (args.mlflow or defaults.mlflow)
-    registry = load_registry(args.registry)
+    registry = load_registries(args.registry_only or args.registry, only=bool(args.registry_only))
     cache = EmbeddingCache(args.cache or defaults.cache)
     make = retriever_factory(
         args.cache or defaults.cache, seed=args.seed, registry=registry, cache=cache
@@ -232,6 +283,8 @@ def eval_main(argv: list[str]) -> int:
     bootstrap = BootstrapSettings(n_resamples=args.bootstrap, seed=args.seed)
     folder = eval_dir(out, benchmark)
     print(f"benchmark: {benchmark.path} ({len(benchmark.queries)} queries, hash {benchmark.hash})")
+    registry_files = args.registry_only or [REGISTRY_PATH, *args.registry]
+    print(f"registry: {' + '.join(map(str, registry_files))} (hash {registry.hash})")
     specs = list(dict.fromkeys(args.retriever))
     if args.compare:  # evaluate what the comparison needs and has not been evaluated yet
         specs += [
@@ -269,7 +322,9 @@ def eval_main(argv: list[str]) -> int:
             name = f"{retriever_slug(a)}__vs__{retriever_slug(b)}.{setting}.json"
             (target / name).write_text(json.dumps(result.as_dict(), indent=2))
     if args.mteb_scores:
-        correlate_with_mteb(folder, args.mteb_scores, settings[0], registry, bootstrap, mlflow)
+        correlate_with_mteb(
+            folder, args.mteb_scores, settings[0], registry, bootstrap, mlflow, args.since
+        )
     return 0
 
 
@@ -280,25 +335,31 @@ def correlate_with_mteb(
     registry: Registry,
     bootstrap: BootstrapSettings,
     mlflow: str | None,
+    since: date | None = None,
 ) -> dict:
-    """Spearman/Kendall of the stored leaderboard vs an MTEB-score CSV (+ plot, MLflow)."""
-    from saber_eval.correlation import write_correlation
+    """Pearson/Spearman/Kendall of the stored leaderboard vs an MTEB-score CSV, over all
+    matched models and those released since ``since`` (+ plot, MLflow)."""
+    from saber_eval.correlation import describe, write_correlation
 
     board = refresh_leaderboard(folder, registry, plots=False, bootstrap=bootstrap)
-    stats, files = write_correlation(board.frame, scores, folder, setting)
-    print(
-        f"SABER {METRIC} vs MTEB ({setting}, n = {stats['n']}): Spearman ρ "
-        f"{stats['spearman']:.3f} (p {stats['spearman_p']:.3g}), Kendall τ-b "
-        f"{stats['kendall_tau_b']:.3f} (p {stats['kendall_p']:.3g}); plot {files['plot']}"
-    )
+    stats, files = write_correlation(board.frame, scores, folder, setting, since)
+    for subset in stats["subsets"]:
+        print("\n".join(describe(subset, setting)))
+    print(f"correlation: {files['json']}; plot {files['plot']}")
     if mlflow:
         from saber_eval.tracking import log_run
 
+        metrics = {
+            f"{'' if s['subset'] == 'all' else 'since_'}{k}": s[k]
+            for s in stats["subsets"]
+            for k in ("n", "pearson_r", "spearman", "kendall_tau_b")
+            if s[k] is not None
+        }
         log_run(
             mlflow,
             run_name=f"mteb correlation · {folder.name}",
-            params={"setting": setting, "scores_file": str(scores), "n": stats["n"]},
-            metrics={k: stats[k] for k in ("spearman", "kendall_tau_b")},
+            params={"setting": setting, "scores_file": str(scores), "since": stats["since"] or ""},
+            metrics=metrics,
             artifacts=list(files.values()),
         )
     return stats

@@ -14,9 +14,11 @@ Markdown states the rule under the table and shows each nDCG as ``value [low, hi
 DuckDB table ``leaderboard`` (``leaderboard.duckdb`` in the same folder) adds ``spec, kind,
 release_date, mean_latency_s, benchmark_hash``; its table ``rank_stability`` (also
 ``rank_stability.csv``/``.md``) holds each adjacent pair's interval overlap, order-flip share
-and paired test, and ``leaderboard.json`` the bootstrap settings (seed, resamples), the tie
-rule and how often the #1 stays #1. Rows: settings in canonical order, then nDCG@10 descending.
-Display name, kind and release date come from the registry at refresh time.
+and paired test (raw ``p_value``, Holm-adjusted ``p_holm`` over the pairs of its setting and
+metric, ``significant`` = ``p_holm ≤ α``), and ``leaderboard.json`` the bootstrap settings
+(seed, resamples), the tie rule, the registry hash and how often the #1 stays #1. Rows:
+settings in canonical order, then nDCG@10 descending. Display name, kind and release date come
+from the registry at refresh time.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from saber_eval.plots import (
 from saber_eval.registry import Registry
 from saber_eval.runfile import TIE_RULE
 from saber_eval.runner import METRIC, TREC_METRIC
-from saber_eval.stability import METRICS, BootstrapSettings, board_confidence
+from saber_eval.stability import ALPHA, METRICS, BootstrapSettings, board_confidence
 
 TABLE = "leaderboard"
 STABILITY_TABLE = "rank_stability"
@@ -180,23 +182,32 @@ def to_markdown(frame: pl.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def stability_markdown(frame: pl.DataFrame, stability: pl.DataFrame, tops: list[dict]) -> str:
-    """The rank-stability table (display names) and the #1-stays-#1 lines."""
+def stability_markdown(
+    frame: pl.DataFrame, stability: pl.DataFrame, tops: list[dict], alpha: float
+) -> str:
+    """The rank-stability table (display names; raw and Holm-adjusted paired p, significance
+    decided on the adjusted one) and the #1-stays-#1 lines."""
     names = dict(zip(frame["spec"], frame["retriever"], strict=True))
     lines = [
         "| setting | metric | rank | retriever | next | Δ | 95% CIs overlap | order flips "
-        "| paired p | Δ 95% CI |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        f"| paired p (raw) | Holm p | significant (Holm p ≤ {alpha:g}) | Δ 95% CI |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in stability.iter_rows(named=True):
         lines.append(
             f"| {r['setting']} | {r['metric']} | {r['rank']} | {names.get(r['spec'], r['spec'])} "
             f"| {names.get(r['next_spec'], r['next_spec'])} | {r['difference']:+.3f} "
             f"| {'yes' if r['ci_overlap'] else 'no'} | {100 * r['flip_share']:.1f}% "
-            f"| {r['p_value']:.4g} "
+            f"| {r['p_value']:.4g} | {r['p_holm']:.4g} | {'yes' if r['significant'] else 'no'} "
             f"| [{r['difference_ci_low']:+.3f}, {r['difference_ci_high']:+.3f}] |"
         )
-    lines.append("")
+    lines += [
+        "",
+        "Paired p: seeded sign-flip randomization test over queries. Holm p: Holm–Bonferroni "
+        "adjusted over the adjacent pairs of the same setting and metric (n_tests in the CSV), "
+        "so the chance of any false 'yes' in one ranking stays at most α.",
+        "",
+    ]
     for t in tops:
         lines.append(
             f"- {t['setting']} · {t['metric']}: #1 {names.get(t['top'], t['top'])} stays #1 in "
@@ -214,6 +225,7 @@ class Leaderboard:
     stability: pl.DataFrame = field(default_factory=pl.DataFrame)
     top_stays: list[dict] = field(default_factory=list)
     bootstrap: dict = field(default_factory=dict)
+    registry_hash: str = ""
     files: dict[str, Path] = field(default_factory=dict)
     plots: dict[str, Path] = field(default_factory=dict)
 
@@ -236,9 +248,16 @@ def write_leaderboard(board: Leaderboard, folder: Path) -> dict[str, Path]:
     files["markdown"].write_text(to_markdown(frame))
     board.stability.write_csv(files["stability_csv"])
     files["stability_markdown"].write_text(
-        stability_markdown(frame, board.stability, board.top_stays)
+        stability_markdown(
+            frame, board.stability, board.top_stays, board.bootstrap.get("alpha", ALPHA)
+        )
     )
-    summary = {"bootstrap": board.bootstrap, "tie_rule": TIE_RULE, "top_stays": board.top_stays}
+    summary = {
+        "bootstrap": board.bootstrap,
+        "tie_rule": TIE_RULE,
+        "registry_hash": board.registry_hash,
+        "top_stays": board.top_stays,
+    }
     files["json"].write_text(json.dumps(summary, indent=2))
     con = duckdb.connect(str(files["duckdb"]))
     try:
@@ -284,6 +303,7 @@ def refresh_leaderboard(
     """Rebuild the leaderboard files (and plots) of an eval folder from its run summaries."""
     frame = leaderboard_frame(load_summaries(folder), registry)
     board = with_confidence(frame, Path(folder), bootstrap or BootstrapSettings())
+    board.registry_hash = registry.hash
     board.files = write_leaderboard(board, folder)
     if plots and frame.height:
         board.plots = write_plots(board.frame, Path(folder))

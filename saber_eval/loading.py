@@ -1,6 +1,6 @@
 """Loading a benchmark directory: the export format (``queries.jsonl`` + ``corpus.jsonl``) or
-the released SaberMath schema (:mod:`saber_eval.sabermath_format`). Errors name the offending
-query or document."""
+the released SaberMath schema (:mod:`saber_eval.sabermath_format`), also from the Hugging Face
+hub (``hf:NAME[:REVISION]``). Errors name the offending query or document."""
 
 from __future__ import annotations
 
@@ -12,7 +12,12 @@ from pathlib import Path
 import numpy as np
 
 from saber_eval.benchmark import Benchmark, Query
-from saber_eval.sabermath_format import is_sabermath, read_sabermath
+from saber_eval.sabermath_format import (
+    HF_PREFIX,
+    is_sabermath,
+    load_hf_sabermath,
+    read_sabermath,
+)
 
 
 def benchmark_hash(path: Path) -> str:
@@ -56,8 +61,11 @@ def _domain_label(row: dict) -> str:
 
 
 def load_benchmark(path: str | Path) -> Benchmark:
-    """Load and validate a benchmark directory (errors name the offending query or document):
-    the export format, or the released SaberMath schema (:mod:`saber_eval.sabermath_format`)."""
+    """Load and validate a benchmark (errors name the offending query or document): a directory
+    in the export format or the released SaberMath schema (:mod:`saber_eval.sabermath_format`),
+    or the string ``hf:NAME[:REVISION]`` for that schema on the Hugging Face hub."""
+    if isinstance(path, str) and path.startswith(HF_PREFIX):
+        return load_hf_sabermath(path)
     path = Path(path).resolve()
     if is_sabermath(path):
         return read_sabermath(path)

@@ -196,17 +196,27 @@ def confidence_plot(frame: pl.DataFrame, path: Path) -> Path:
 
 
 def mteb_scatter(
-    names: Sequence[str], saber: Sequence[float], mteb: Sequence[float], title: str, path: Path
+    names: Sequence[str],
+    saber: Sequence[float],
+    mteb: Sequence[float],
+    title: str,
+    path: Path,
+    highlight: Sequence[bool] | None = None,
 ) -> Path:
-    """SABER nDCG@10 (y) vs MTEB score (x), one labelled point per retriever."""
+    """SABER nDCG@10 (y) vs MTEB score (x), one labelled point per retriever; with
+    ``highlight`` the flagged points (the since-subset) filled and the others hollow."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5.5, 4.2))
-    ax.scatter(mteb, saber, color="tab:blue", zorder=3)
-    for x, y, name in zip(mteb, saber, names, strict=True):
-        ax.annotate(name, (x, y), fontsize=7, xytext=(4, 3), textcoords="offset points")
+    fig, ax = plt.subplots(figsize=(5.5, 4.6))
+    flags = np.ones(len(names), bool) if highlight is None else np.asarray(highlight, bool)
+    x, y = np.asarray(mteb, float), np.asarray(saber, float)
+    ax.scatter(x[flags], y[flags], color="tab:blue", zorder=3)
+    if not flags.all():
+        ax.scatter(x[~flags], y[~flags], facecolors="none", edgecolors="tab:blue", zorder=3)
+    for xi, yi, name in zip(x, y, names, strict=True):
+        ax.annotate(name, (xi, yi), fontsize=7, xytext=(4, 3), textcoords="offset points")
     ax.set_xlabel("MTEB score (given)")
     ax.set_ylabel(f"SABER {METRIC}")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title, fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

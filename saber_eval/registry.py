@@ -23,6 +23,7 @@ rerankers at B = 16); ``resources`` size the SLURM job that evaluates the entry 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -223,3 +224,28 @@ def engine_fields(path: Path, spec: str, item: dict[str, Any]) -> dict[str, Any]
             f"{sorted(PREFIX_ENGINES)})"
         )
     return out
+
+
+def load_registries(files: Sequence[str | Path] = (), *, only: bool = False) -> Registry:
+    """The default ``retrievers.yaml`` with ``files`` merged over it in order (an entry of a
+    later file replaces the earlier entry of the same spec wholesale), or with ``only`` the
+    ``files`` alone. Hash = sha256 of the merged files' bytes joined by NUL, first 16 hex (one
+    file: the hash :func:`load_registry` gives it)."""
+    paths = [Path(p) for p in files]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"registry file(s) not found: {', '.join(missing)}")
+    if only and not paths:
+        raise ValueError("a registry of only the given files needs at least one file")
+    if not only and REGISTRY_PATH.exists():
+        paths.insert(0, REGISTRY_PATH)
+    if not paths:
+        return Registry(entries={}, hash="")
+    entries: dict[str, RetrieverEntry] = {}
+    for path in paths:
+        try:
+            entries |= load_registry(path).entries
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from exc
+    digest = hashlib.sha256(b"\0".join(p.read_bytes() for p in paths))
+    return Registry(entries=entries, hash=digest.hexdigest()[:16])

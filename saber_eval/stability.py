@@ -7,8 +7,12 @@ them scored) form an (R, Q) matrix, resampled over queries by
 (paired) and, since Q and the seed are shared, for both metrics. Per run: the percentile 95%
 interval. Per adjacent pair of the observed order: the difference, whether the intervals
 overlap, the share of resamples in which the order flips, and the paired sign-flip
-randomization test p-value and bootstrap interval of the difference
-(:func:`saber_eval.significance.compare`); per setting and metric: how often the #1 stays #1.
+randomization test (seeded; :func:`saber_eval.significance.compare`): its raw p-value
+``p_value``, the bootstrap interval of the difference and, over the family of the m = R − 1
+adjacent pairs of one setting and metric, Holm's adjusted p-value ``p_holm``
+(:func:`saber_core.evaluation.multiple_testing.holm`: sort the raw p ascending,
+adj_(i) = max_{j ≤ i} min(1, (m − j + 1) p_(j))) with ``n_tests`` = m and
+``significant`` = ``p_holm ≤ α``; per setting and metric: how often the #1 stays #1.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 import polars as pl
 
 from saber_core.evaluation.confidence import confidence
+from saber_core.evaluation.multiple_testing import holm
 from saber_eval.runner import METRIC, TREC_METRIC, retriever_slug
 from saber_eval.significance import compare
 
@@ -101,6 +106,9 @@ STABILITY_SCHEMA = {
     "ci_overlap": pl.Boolean,
     "flip_share": pl.Float64,
     "p_value": pl.Float64,
+    "p_holm": pl.Float64,
+    "n_tests": pl.Int64,
+    "significant": pl.Boolean,
     "difference_ci_low": pl.Float64,
     "difference_ci_high": pl.Float64,
     "n_queries": pl.Int64,
@@ -126,6 +134,7 @@ def board_confidence(
                 row = rows.setdefault((spec, setting), {"spec": spec, "setting": setting})
                 row[f"{metric}_ci_low"] = float(result.intervals[i, 0])
                 row[f"{metric}_ci_high"] = float(result.intervals[i, 1])
+            family: list[dict] = []
             for pair in result.pairs:
                 upper, lower = kept[pair.upper], kept[pair.lower]
                 test = compare(
@@ -138,7 +147,7 @@ def board_confidence(
                     seed=settings.seed,
                     alpha=settings.alpha,
                 )
-                pairs.append(
+                family.append(
                     {
                         "setting": setting,
                         "metric": metric,
@@ -156,6 +165,14 @@ def board_confidence(
                         "n_queries": matrix.height,
                     }
                 )
+            adjusted = holm([entry["p_value"] for entry in family])
+            for entry, p_holm in zip(family, adjusted.tolist(), strict=True):
+                entry |= {
+                    "p_holm": p_holm,
+                    "n_tests": len(family),
+                    "significant": p_holm <= settings.alpha,
+                }
+            pairs += family
             tops.append(
                 {
                     "setting": setting,

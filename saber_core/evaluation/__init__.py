@@ -1,2 +1,3 @@
-"""Retrieval metrics (:mod:`.metrics`: nDCG@k with exponential or trec_eval's linear gain) and
-paired bootstrap confidence (:mod:`.confidence`)."""
+"""Retrieval metrics (:mod:`.metrics`: nDCG@k with exponential or trec_eval's linear gain),
+paired bootstrap confidence (:mod:`.confidence`) and Holm's multiple-testing correction
+(:mod:`.multiple_testing`)."""

@@ -243,15 +243,20 @@ def test_mteb_scores_correlation_by_hand(tiny, tmp_path):
     result = json.loads((folder / "mteb_correlation.json").read_text())
     rows = {r["spec"]: r for r in result["rows"]}
     assert set(rows) == {"bm25", "jaccard", "random"}  # "unknown" is on no leaderboard
-    saber = [rows[s]["ndcg@10"] for s in ("bm25", "jaccard", "random")]
-    mteb = [0.2, 0.9, 0.5]
+    saber = np.array([rows[s]["ndcg@10"] for s in ("bm25", "jaccard", "random")])
+    mteb = np.array([0.2, 0.9, 0.5])
+    (everything,) = result["subsets"]  # no --since: one subset
+    assert everything["n"] == 3
     # Spearman without ties: 1 − 6 Σ d² / (n (n² − 1)); Kendall: (concordant − discordant) / 3
     rank = lambda v: np.argsort(np.argsort(v))  # noqa: E731
     d = rank(saber) - rank(mteb)
-    assert result["spearman"] == pytest.approx(1 - 6 * np.sum(d**2) / (3 * 8))
+    assert everything["spearman"] == pytest.approx(1 - 6 * np.sum(d**2) / (3 * 8))
     sign = [
         np.sign(saber[i] - saber[j]) * np.sign(mteb[i] - mteb[j])
         for i, j in itertools.combinations(range(3), 2)
     ]
-    assert result["kendall_tau_b"] == pytest.approx(sum(sign) / 3)
+    assert everything["kendall_tau_b"] == pytest.approx(sum(sign) / 3)
+    # Pearson: Σ (x − x̄)(y − ȳ) / √(Σ (x − x̄)² Σ (y − ȳ)²)
+    x, y = mteb - mteb.mean(), saber - saber.mean()
+    assert everything["pearson_r"] == pytest.approx(x @ y / np.sqrt((x @ x) * (y @ y)))
     assert (folder / "mteb_correlation.png").read_bytes()[:4] == b"\x89PNG"
