@@ -218,11 +218,6 @@ def engine_fields(path: Path, spec: str, item: dict[str, Any]) -> dict[str, Any]
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
         raise ValueError(f"{path}: retriever {spec!r}: batch_size must be a positive integer")
     out["batch_size"] = batch
-    if not out["engine"] and not engine_of(spec)[0]:
-        raise ValueError(
-            f"{path}: retriever {spec!r}: no engine (give engine: NAME, or a spec prefix of "
-            f"{sorted(PREFIX_ENGINES)})"
-        )
     return out
 
 
