@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 
 import duckdb
@@ -37,7 +38,7 @@ from saber_eval.plots import (
     quality_latency_plot,
     release_date_plot,
 )
-from saber_eval.registry import Registry
+from saber_eval.registry import Registry, parse_date
 from saber_eval.runfile import TIE_RULE
 from saber_eval.runner import METRIC, TREC_METRIC
 from saber_eval.stability import ALPHA, METRICS, BootstrapSettings, board_confidence
@@ -77,7 +78,15 @@ def domains_of(summaries: list[dict]) -> list[str]:
 def domain_columns(frame: pl.DataFrame) -> list[str]:
     """The per-domain nDCG@10 columns of a leaderboard frame, in frame order."""
     fixed = {"retriever", "setting", *NDCG_COLUMNS, "median_latency_s", "n_queries", TIED}
-    extra = {"spec", "kind", "release_date", "mean_latency_s", "benchmark_hash"}
+    extra = {
+        "spec",
+        "kind",
+        "release_date",
+        "mean_latency_s",
+        "batch_size",
+        "prepare_s",
+        "benchmark_hash",
+    }
     return [c for c in frame.columns if c not in fixed | extra]
 
 
@@ -93,6 +102,15 @@ def public_columns(frame: pl.DataFrame) -> list[str]:
         "n_queries",
         TIED,
     ]
+
+
+def release_of(summary: dict) -> date | None:
+    """The release date an engine recorded with its run (``mteb``: the zoo's metadata)."""
+    value = (summary.get("notes") or {}).get("release_date")
+    try:
+        return parse_date(str(value)[:10]) if value else None
+    except ValueError:
+        return None
 
 
 def leaderboard_frame(summaries: list[dict], registry: Registry) -> pl.DataFrame:
@@ -113,8 +131,10 @@ def leaderboard_frame(summaries: list[dict], registry: Registry) -> pl.DataFrame
                 TIED: s.get(TIED),
                 "spec": s["spec"],
                 "kind": entry.kind,
-                "release_date": entry.release_date,
+                "release_date": entry.release_date or release_of(s),
                 "mean_latency_s": float(s.get("mean_latency_s", s["median_latency_s"])),
+                "batch_size": s.get("batch_size"),
+                "prepare_s": s.get("prepare_s"),
                 "benchmark_hash": s["benchmark_hash"],
             }
         )
@@ -131,6 +151,8 @@ def leaderboard_frame(summaries: list[dict], registry: Registry) -> pl.DataFrame
         "kind": pl.String,
         "release_date": pl.Date,
         "mean_latency_s": pl.Float64,
+        "batch_size": pl.Int64,
+        "prepare_s": pl.Float64,
         "benchmark_hash": pl.String,
     }
     frame = pl.DataFrame(rows, schema=schema)
@@ -177,8 +199,11 @@ def to_markdown(frame: pl.DataFrame) -> str:
     ]
     for row in frame.select(columns).iter_rows(named=True):
         lines.append("| " + " | ".join(cell(c, row) for c in shown) + " |")
-    lines += ["", f"Ties in retriever scores: {TIE_RULE}; {TIED} = share of top-10 positions "
-              "whose score equals another candidate's."]  # fmt: skip
+    lines += [
+        "",
+        f"Ties in retriever scores: {TIE_RULE}; {TIED} = share of top-10 positions "
+        "whose score equals another candidate's.",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -5,6 +5,10 @@
 * ``per_domain.png`` — per-domain nDCG@10 bars of every retriever (main setting);
 * ``release_date.png`` — nDCG@10 vs release date for retrievers whose date is known (main
   setting); not written when no date is known;
+With more than :data:`MAX_NAMED` retrievers the scatter plots number their points and list the
+numbers with the names in a key beside the plot (labels that cannot overlap), and the per-domain
+plot becomes a heatmap (retrievers × domains, value in each cell).
+
 * ``confidence.png`` — nDCG@10 and nDCG@10_trec of every retriever with their paired bootstrap
   95% intervals as error bars (main setting), retrievers in leaderboard order;
 * ``mteb_correlation.png`` — SABER nDCG@10 vs a given MTEB score per retriever
@@ -25,6 +29,50 @@ from saber_eval.runner import METRIC, TREC_METRIC
 
 KIND_COLOURS = {"single-pass": "tab:blue", "reranker": "tab:red"}
 MIN_LATENCY = 1e-6  # log axis floor (seconds)
+MAX_NAMED = 12  # more retrievers than this: numbered points and a key beside the plot
+
+
+def point_labels(names: Sequence[str]) -> dict[str, str]:
+    """What each retriever's point is labelled with: its name, or its number (1-based, in
+    the given order) when there are more than :data:`MAX_NAMED`."""
+    unique = list(dict.fromkeys(names))
+    if len(unique) <= MAX_NAMED:
+        return {n: n for n in unique}
+    return {n: str(i) for i, n in enumerate(unique, start=1)}
+
+
+def key_panel(ax, labels: dict[str, str]) -> None:
+    """The numbers and names of the points, in columns of 25, on an axis of their own."""
+    ax.axis("off")
+    rows = [f"{number:>2}  {name}" for name, number in labels.items()]
+    columns = [rows[i : i + 25] for i in range(0, len(rows), 25)]
+    for c, column in enumerate(columns):
+        ax.text(
+            c / len(columns),
+            1.0,
+            "\n".join(column),
+            va="top",
+            ha="left",
+            fontsize=6.5,
+            family="monospace",
+            transform=ax.transAxes,
+        )
+
+
+def figure_with_key(plt, labels: dict[str, str], panels: int, size: tuple[float, float]):
+    """(figure, data axes): a key column on the right when the points are numbered."""
+    numbered = any(k != v for k, v in labels.items())
+    if not numbered:
+        fig, axes = plt.subplots(1, panels, figsize=size, sharey=True, squeeze=False)
+        return fig, list(axes[0])
+    width = 2.6 * max(1, -(-len(labels) // 25))
+    fig = plt.figure(figsize=(size[0] + width, max(size[1], 4.5)))
+    grid = fig.add_gridspec(1, panels + 1, width_ratios=[size[0] / panels] * panels + [width])
+    axes = [fig.add_subplot(grid[0, i]) for i in range(panels)]
+    for ax in axes[1:]:
+        ax.sharey(axes[0])
+    key_panel(fig.add_subplot(grid[0, panels]), labels)
+    return fig, axes
 
 
 def pareto_frontier(latency: Sequence[float], quality: Sequence[float]) -> np.ndarray:
@@ -75,10 +123,9 @@ def quality_latency_plot(frame: pl.DataFrame, path: Path) -> Path:
     """nDCG@10 vs median latency (log x), frontier per kind, one panel per setting."""
     plt = _pyplot()
     settings = [s for s in SETTINGS if s in set(frame["setting"])] or sorted(set(frame["setting"]))
-    fig, axes = plt.subplots(
-        1, len(settings), figsize=(5.5 * len(settings), 4.2), sharey=True, squeeze=False
-    )
-    for ax, setting in zip(axes[0], settings, strict=True):
+    labels = point_labels(frame["retriever"].to_list())
+    fig, axes = figure_with_key(plt, labels, len(settings), (5.5 * len(settings), 4.2))
+    for ax, setting in zip(axes, settings, strict=True):
         part = frame.filter(pl.col("setting") == setting)
         for kind in KINDS:
             rows = part.filter(pl.col("kind") == kind)
@@ -89,7 +136,9 @@ def quality_latency_plot(frame: pl.DataFrame, path: Path) -> Path:
             colour = KIND_COLOURS.get(kind, "tab:gray")
             ax.scatter(lat, qual, color=colour, label=kind, zorder=3)
             for x, y, name in zip(lat, qual, rows["retriever"], strict=True):
-                ax.annotate(name, (x, y), fontsize=7, xytext=(4, 3), textcoords="offset points")
+                ax.annotate(
+                    labels[name], (x, y), fontsize=7, xytext=(4, 3), textcoords="offset points"
+                )
             on = pareto_frontier(lat, qual)
             order = np.argsort(lat[on])
             ax.plot(
@@ -105,8 +154,8 @@ def quality_latency_plot(frame: pl.DataFrame, path: Path) -> Path:
         ax.set_xlabel("median latency per reranking task (s, log)")
         ax.set_title(setting)
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel(METRIC)
-    axes[0][0].legend(fontsize=7)
+    axes[0].set_ylabel(METRIC)
+    axes[0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -118,6 +167,8 @@ def per_domain_plot(frame: pl.DataFrame, domains: list[str], path: Path) -> Path
     plt = _pyplot()
     setting = main_setting(frame)
     part = frame.filter(pl.col("setting") == setting)
+    if part.height > MAX_NAMED:
+        return per_domain_heatmap(plt, part, domains, setting, path)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(domains) + 2), 4))
     width = 0.8 / max(part.height, 1)
     x = np.arange(len(domains))
@@ -135,6 +186,35 @@ def per_domain_plot(frame: pl.DataFrame, domains: list[str], path: Path) -> Path
     return path
 
 
+def per_domain_heatmap(plt, part: pl.DataFrame, domains: list[str], setting: str, path: Path):
+    """Retrievers (rows, leaderboard order) × domains, nDCG@10 written in each cell."""
+    values = np.array(
+        [[np.nan if r[d] is None else r[d] for d in domains] for r in part.iter_rows(named=True)],
+        dtype=float,
+    )
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(domains) + 4), 0.28 * part.height + 1.5))
+    image = ax.imshow(values, aspect="auto", cmap="viridis", vmin=0, vmax=1)
+    ax.set_xticks(range(len(domains)), domains, rotation=20)
+    ax.set_yticks(range(part.height), part["retriever"].to_list(), fontsize=6.5)
+    for (i, j), v in np.ndenumerate(values):
+        if np.isfinite(v):
+            ax.text(
+                j,
+                i,
+                f"{v:.2f}",
+                ha="center",
+                va="center",
+                fontsize=6,
+                color="white" if v < 0.6 else "black",
+            )
+    fig.colorbar(image, ax=ax, label=METRIC)
+    ax.set_title(f"{METRIC} per domain ({setting})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def release_date_plot(frame: pl.DataFrame, path: Path) -> Path | None:
     """nDCG@10 vs release date (main setting), retrievers with a known date only; else None."""
     part = frame.filter(
@@ -143,7 +223,8 @@ def release_date_plot(frame: pl.DataFrame, path: Path) -> Path | None:
     if part.height == 0:
         return None
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4))
+    labels = point_labels(part["retriever"].to_list())
+    fig, (ax,) = figure_with_key(plt, labels, 1, (6, 4))
     for kind in KINDS:
         rows = part.filter(pl.col("kind") == kind)
         if rows.height:
@@ -156,7 +237,9 @@ def release_date_plot(frame: pl.DataFrame, path: Path) -> Path | None:
             for d, y, name in zip(
                 rows["release_date"], rows[METRIC], rows["retriever"], strict=True
             ):
-                ax.annotate(name, (d, y), fontsize=7, xytext=(4, 3), textcoords="offset points")
+                ax.annotate(
+                    labels[name], (d, y), fontsize=7, xytext=(4, 3), textcoords="offset points"
+                )
     ax.set_xlabel("release date")
     ax.set_ylabel(METRIC)
     ax.set_title(f"{METRIC} vs release date ({main_setting(frame)})")

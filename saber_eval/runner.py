@@ -15,7 +15,10 @@ median over queries of the latency of one reranking task (one query × its candi
 where charged_i is the recorded encoding cost of the embeddings task i got from the embedding
 cache (0 for retrievers without one). So a bi-encoder's latency is its cold cost (encode the
 query and its candidates, then score) whether or not the vectors were cached. Model loading and
-cache preloading happen before the first task and are not timed. LLM scorers are timed as run:
+cache preloading happen before the first task and are not timed in the latency: they are
+reported apart (``prepare_s``; a vLLM worker's own load as ``load_s`` in the notes). Engines
+send a task's texts or pairs to the model in batches of the entry's ``batch_size`` (default 16,
+as the paper serves its models). LLM scorers are timed as run:
 answers served from the LLM call cache make a re-run's latency a cache-lookup time.
 
 Outputs, under ``<out>/<benchmark folder name>-<hash[:8]>/runs/<retriever slug>/``:
@@ -147,6 +150,8 @@ class RunResult:
             "per_domain": self.per_domain,
             "median_latency_s": self.median_latency_s,
             "mean_latency_s": float(np.mean(self.latency_s)),
+            "batch_size": self.entry.batch_size,
+            "prepare_s": self.notes.get("prepare_s"),
             "envelope": self.entry.envelope(),
             "notes": self.notes,
             "code": code_hash(),
@@ -180,7 +185,9 @@ def run_retriever(
 ) -> RunResult:
     """Score every task (timed one by one), then nDCG@k per query."""
     tasks = build_tasks(benchmark, setting, entry)
-    retriever.prepare(tasks)
+    started = time.perf_counter()
+    retriever.prepare(tasks)  # model load and cache preload: reported apart, never in latency
+    prepare_s = time.perf_counter() - started
     scores: list[np.ndarray] = []
     latency = np.zeros(len(tasks))
     for i, task in enumerate(tasks):
@@ -196,7 +203,7 @@ def run_retriever(
         scores.append(values)
         if progress:
             progress(i + 1, len(tasks))
-    notes = retriever.finish()
+    notes = {**retriever.finish(), "prepare_s": round(prepare_s, 3)}
     matrix = np.full((len(tasks), benchmark.width), np.nan)
     for i, values in enumerate(scores):
         matrix[i, : len(values)] = values

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from saber_assets.definitions import build_definitions
+from saber_assets.evaluation import DEFAULT_RETRIEVERS
 from saber_resources.config import load_build_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,7 +130,30 @@ def test_dagster_dev_serves_every_asset(dagster_dev):
     assert found == {k.to_user_string() for k in graph.get_all_asset_keys()}
 
 
-def _materialize_all(port: int, nodes: list[dict]) -> str:
+PARTITIONS = """
+{ assetNodeOrError(assetKey: {path: ["retriever_runs"]}) { ... on AssetNode { partitionKeys } } }"""
+
+
+def _retriever_partitions(port: int, timeout: float = 180) -> list[str]:
+    """The partitions of ``retriever_runs`` once the partitions sensor has added the defaults."""
+    deadline = time.time() + timeout
+    keys: list[str] = []
+    while time.time() < deadline:
+        keys = graphql(port, PARTITIONS)["assetNodeOrError"]["partitionKeys"]
+        if set(DEFAULT_RETRIEVERS) <= set(keys):
+            return keys
+        time.sleep(3)
+    raise AssertionError(f"the default retrievers are not partitions after {timeout} s: {keys}")
+
+
+def test_the_ui_lists_the_default_retrievers_as_partitions(dagster_dev):
+    port, _, _ = dagster_dev
+    assert set(DEFAULT_RETRIEVERS) <= set(_retriever_partitions(port))
+
+
+def _materialize_all(port: int, nodes: list[dict], partition: str) -> str:
+    """ "Materialize all" as the UI launches it for one retriever partition (the graph's other
+    assets are not partitioned: they run once, ``retriever_runs`` for ``partition``)."""
     (repo,) = graphql(port, REPOS)["repositoriesOrError"]["nodes"]
     keys = [{"path": n["assetKey"]["path"]} for n in nodes]
     checks = [
@@ -146,6 +170,7 @@ def _materialize_all(port: int, nodes: list[dict]) -> str:
             "assetCheckSelection": checks,
         },
         "runConfigData": {},  # the default executor: multiprocess
+        "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}]},
     }
     launched = graphql(port, LAUNCH, {"params": params})["launchPipelineExecution"]
     assert launched["__typename"] == "LaunchRunSuccess", launched
@@ -164,9 +189,10 @@ def _wait(port: int, run_id: str, timeout: float = 900) -> dict:
 
 def test_materialize_all_in_parallel_processes_succeeds_repeatedly(dagster_dev):
     port, nodes, saber_home = dagster_dev
+    _retriever_partitions(port)
     for launch in range(LAUNCHES):
         shutil.rmtree(saber_home, ignore_errors=True)  # a fresh home: every step computes
-        run_id = _materialize_all(port, nodes)
+        run_id = _materialize_all(port, nodes, "bm25")
         run = _wait(port, run_id)
         failed = [s["stepKey"] for s in run["stepStats"] if s["status"] != "SUCCESS"]
         assert run["status"] == "SUCCESS", f"launch {launch}: failed steps {failed}"
