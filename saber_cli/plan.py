@@ -32,16 +32,32 @@ def plan_build(
         job = defs.resolve_job_def(BUILD_JOB)
     graph = defs.resolve_asset_graph()
     planned = {k.to_user_string() for k in job.asset_layer.executable_asset_keys}
+    partitioned = {k for k in job.asset_layer.executable_asset_keys if graph.get(k).is_partitioned}
     store = DuckDBStore(database=str(build.database_path))
     quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}  # decisions only
+    instance = dg.DagsterInstance.ephemeral()
+    if partitioned:  # the home's retriever partitions: the leaderboard's fingerprint reads them
+        from saber_assets.evaluation import RETRIEVERS
+        from saber_cli.dagster_home import saber_instance
+
+        specs = saber_instance(build.home_path).get_dynamic_partitions(RETRIEVERS.name)
+        instance.add_dynamic_partitions(RETRIEVERS.name, specs)
     with dry_run() as state:
         job.execute_in_process(
-            run_config=quiet, instance=dg.DagsterInstance.ephemeral(), raise_on_error=False
+            run_config=quiet,
+            instance=instance,
+            raise_on_error=False,
+            asset_selection=list(set(job.asset_layer.executable_asset_keys) - partitioned),
         )
+    for key in partitioned:  # one decision per retriever partition, from its manifest entry
+        state.decisions[key.to_user_string()] = retriever_decisions(build, store)
     decisions = []
     for key in graph.toposorted_asset_keys:
         asset = key.to_user_string()
         if asset not in planned:
+            continue
+        if isinstance(state.decisions.get(asset), list):
+            decisions += state.decisions[asset]
             continue
         if asset in state.decisions:
             decisions.append(state.decisions[asset])
@@ -57,6 +73,27 @@ def plan_build(
             state.decisions[asset] = Decision(asset, "recompute", why, ["upstream"])
         decisions.append(state.decisions[asset])
     return decisions
+
+
+def retriever_decisions(build: BuildConfig, store: DuckDBStore) -> list[Decision]:
+    """``retriever_runs[spec]`` per partition of the SABER home's instance: reuse (evaluated on
+    this export with today's code and entry), recompute (stale: what changed), new (missing)."""
+    from saber_assets.evaluation import RETRIEVERS, export_of, partition_entry, retriever_status
+    from saber_cli.dagster_home import saber_instance
+    from saber_eval.loading import load_benchmark
+    from saber_eval.registry import load_registry
+
+    specs = saber_instance(build.home_path).get_dynamic_partitions(RETRIEVERS.name)
+    try:
+        benchmark = load_benchmark(export_of(store, build.plan().paths))
+    except (FileNotFoundError, ValueError):
+        return [Decision(partition_entry(s), "new", ["no export yet"], ["upstream"]) for s in specs]
+    status = retriever_status(store, specs, benchmark, load_registry())
+    action = {"evaluated": "reuse", "stale": "recompute", "missing": "new"}
+    return [
+        Decision(partition_entry(r["spec"]), action[r["status"]], [r["why"]] if r["why"] else [])
+        for r in status.iter_rows(named=True)
+    ]
 
 
 def _action(decisions: dict[str, Decision], asset: str) -> str:

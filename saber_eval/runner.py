@@ -260,11 +260,14 @@ def evaluate_specs(
 ) -> list[RunResult]:
     """Every spec × setting: run, write outputs under ``out_dir`` (one retriever per spec).
 
-    Every retriever is made and preflighted (folders, devices, servers, run-file ids) before the
-    first one runs, so a misconfigured spec fails the evaluation before anything is written."""
+    Every retriever is made, preflighted (folders, devices, servers) and checked against every
+    setting's tasks (run-file ids) before the first one runs, so a misconfigured spec fails the
+    evaluation before anything is written."""
     retrievers = {spec: make(spec) for spec in specs}
-    for retriever in retrievers.values():
+    for spec, retriever in retrievers.items():
         retriever.preflight()
+        for setting in settings:
+            retriever.check_tasks(build_tasks(benchmark, setting, registry.get(spec)))
     results = []
     for spec, retriever in retrievers.items():
         entry = registry.get(spec)

@@ -86,6 +86,9 @@ class Retriever(ABC):
     def preflight(self) -> None:  # noqa: B027 - optional hook
         """Checks before any model loads (folders, devices, servers); raise ``EngineError``."""
 
+    def check_tasks(self, tasks: Sequence[Task]) -> None:  # noqa: B027 - optional hook
+        """Checks against a setting's tasks before any retriever runs (a run file's ids)."""
+
     def prepare(self, tasks: Sequence[Task]) -> None:  # noqa: B027 - optional hook
         """Untimed setup before the first task (load a model, preload caches)."""
 

@@ -98,6 +98,11 @@ class RunFileRetriever(Retriever):
         self.scores()
 
     def prepare(self, tasks: Sequence[Task]) -> None:
+        """Check the ids (:meth:`check_tasks`); reset the count of unscored candidates."""
+        self.check_tasks(tasks)
+        self.unscored = 0
+
+    def check_tasks(self, tasks: Sequence[Task]) -> None:
         """Every query and document id of the run is the benchmark's."""
         run = self.scores()
         queries = set(run) - {t.query_id for t in tasks}
@@ -111,7 +116,6 @@ class RunFileRetriever(Retriever):
             raise EngineError(
                 f"retriever {self.spec!r}: {self.path} has {foreign('document', documents)}"
             )
-        self.unscored = 0
 
     def score(self, task: Task) -> tuple[np.ndarray, float]:
         """The run's score of each candidate; min − 1 of the scored ones where it has none."""

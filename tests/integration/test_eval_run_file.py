@@ -67,9 +67,9 @@ def test_foreign_query_and_document_ids_fail_before_anything_is_written(tiny, bm
         with pytest.raises(
             EngineError, match=rf"1 {kind} id\(s\) the benchmark does not have: {name}$"
         ):
-            evaluate_specs(tiny, [f"run:{bad}"], [MAIN_SETTING], out, registry=REGISTRY,
+            evaluate_specs(tiny, ["bm25", f"run:{bad}"], [MAIN_SETTING], out, registry=REGISTRY,
                            make=make_retriever)  # fmt: skip
-        assert not out.exists()
+        assert not out.exists()  # not even the first spec's runs: ids are checked before any
 
 
 def test_preflight_checks_the_file_exists_and_parses(tmp_path):
