@@ -162,8 +162,9 @@ YESNO_QUERIES = {
     "q2": ("Solve x^2 = 4.", ["Factor: (x - 2)(x + 2) = 0.", "Paris is in France.",
                               "Take square roots of both sides."]),
 }  # fmt: skip
-# bf16 weights: vLLM runs them in bf16 and the reference in float32; measured |Δ| ≤ 0.02
-YESNO_TOLERANCE = 0.03
+# bf16 weights: vLLM computes in bf16, the reference in float32 (measured max |Δ| 0.015 over the
+# six pairs: 0.648 vs 0.663)
+YESNO_TOLERANCE = 0.025
 
 
 def write_yesno_benchmark(folder: Path) -> Path:
