@@ -162,8 +162,10 @@ YESNO_QUERIES = {
     "q2": ("Solve x^2 = 4.", ["Factor: (x - 2)(x + 2) = 0.", "Paris is in France.",
                               "Take square roots of both sides."]),
 }  # fmt: skip
-# bf16 weights: vLLM computes in bf16, the reference in float32 (measured max |Δ| 0.015 over the
-# six pairs: 0.648 vs 0.663)
+# bf16 weights: vLLM computes in bf16, the reference in float32. Measured max |Δ| over the six
+# pairs: 0.015 (0.648 vs 0.663); a bf16 transformers reference is off by 0.009 (other kernels), so
+# bf16 rounding, not the formula, sets the bound. The answer tokens ("y", "ye", "yes", "n", "no")
+# are five: the engine's top-5 log-probs hold them all.
 YESNO_TOLERANCE = 0.025
 
 
