@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: setup vllm-env run test test-unit test-e2e test-slow bench bench-quick bench-llm ui lint dagster-home clean slurm-up slurm-down
+.PHONY: setup vllm-env run test test-unit test-e2e test-slow bench bench-quick bench-llm bench-eval ui lint dagster-home clean slurm-up slurm-down
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -59,6 +59,9 @@ bench-quick:
 # local-llm build on each engine (needs `make vllm-env`; about 20 min on 2 cores)
 bench-llm: vllm-env
 	$(PY) -m bench.llm_engines --builds
+
+bench-eval: vllm-env
+	$(PY) -m bench.eval_engines
 
 ui: dagster-home
 	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000

@@ -222,8 +222,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["eval"]:
         from saber_eval.cli import eval_main
+        from saber_eval.engines.base import EngineError
 
-        return eval_main(argv[1:])
+        try:
+            return eval_main(argv[1:])
+        except EngineError as exc:  # a retriever that cannot run as configured: one line
+            raise SystemExit(f"saber eval: {exc}") from None
     if argv[:1] == ["evaluate"]:
         from saber_cli.evaluate import evaluate_main
 

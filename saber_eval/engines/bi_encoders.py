@@ -158,7 +158,9 @@ class EmbeddingRetriever(CachedBiEncoder):
 @dataclass(frozen=True)
 class OpenAIOptions:
     """An OpenAI-compatible embeddings endpoint: base URL (``.../v1``), the environment variable
-    holding the API key ('' = none), requests in flight, retries, timeout, ``dimensions``."""
+    holding the API key ('' = none), requests in flight, retries, timeout, ``dimensions``, and
+    ``truncate_prompt_tokens`` (vLLM's server: -1 cuts inputs to the model's context, as
+    sentence-transformers does; 0 = not sent, a provider may refuse the field)."""
 
     base_url: str = "http://127.0.0.1:8000/v1"
     api_key_env: str = "SABER_API_KEY"
@@ -166,6 +168,7 @@ class OpenAIOptions:
     max_retries: int = 3
     timeout_s: float = 60.0
     dimensions: int = 0
+    truncate_prompt_tokens: int = 0
 
 
 class OpenAIEmbedRetriever(CachedBiEncoder):
@@ -221,6 +224,8 @@ class OpenAIEmbedRetriever(CachedBiEncoder):
         payload: dict[str, Any] = {"model": self.model, "input": list(texts)}
         if self.options.dimensions:
             payload["dimensions"] = self.options.dimensions
+        if self.options.truncate_prompt_tokens:
+            payload["truncate_prompt_tokens"] = self.options.truncate_prompt_tokens
         body = json.dumps(payload).encode()
         for attempt in range(self.options.max_retries + 1):
             try:

@@ -8,7 +8,8 @@ the pooling worker (:mod:`saber_compute.pooling_worker`) started from the vLLM e
 evaluation) and answers one batch of ``batch_size`` texts or pairs per request, as a server
 answering requests in batches of B would.
 
-Options: ``dtype`` (auto|float32|float16|bfloat16), ``max_model_len``,
+Options: ``dtype`` (auto|float32|float16|bfloat16; auto = the checkpoint's, as
+sentence-transformers loads it), ``max_model_len``,
 ``gpu_memory_utilization`` (on a CPU build, the share of CPU memory it reserves: keep it low
 there), ``tensor_parallel_size``, ``trust_remote_code``, ``enforce_eager``, ``env_path``;
 ``vllm-score`` also ``activation`` (false: a regression head's raw value instead of σ(logit)).

@@ -21,6 +21,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,15 +60,18 @@ def server_command(
     name: str,
     max_model_len: int = 2048,
     chat_template: Path | None = None,
+    extra_args: Sequence[str] = (),
 ) -> list[str]:
     """The API server's command line (eager mode: no graph compilation on CPU; KV blocks of 32
-    tokens as the local engine)."""
+    tokens as the local engine); ``extra_args`` are appended (a pooling model: ``--runner
+    pooling --dtype float32``)."""
     command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", model,
                "--host", "127.0.0.1", "--port", str(port), "--served-model-name", name,
                "--max-model-len", str(max_model_len), "--enforce-eager", "--seed", "0",
                "--block-size", "32", "--disable-uvicorn-access-log",
                "--enable-prompt-tokens-details"]  # fmt: skip
-    return command + (["--chat-template", str(chat_template)] if chat_template else [])
+    command += ["--chat-template", str(chat_template)] if chat_template else []
+    return command + list(extra_args)
 
 
 def start_openai_server(
@@ -80,6 +84,7 @@ def start_openai_server(
     kv_cache_gib: int = 2,
     timeout: float = 600.0,
     chat_template: Path | None = None,
+    extra_args: Sequence[str] = (),
 ) -> OpenAIServer:
     """Start the server and wait until ``/health`` answers; a server that exits first raises
     with its log's last line."""
@@ -89,7 +94,7 @@ def start_openai_server(
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib)}
     with open(log, "a") as out:
         process = subprocess.Popen(
-            server_command(python, model, port, name, max_model_len, chat_template),
+            server_command(python, model, port, name, max_model_len, chat_template, extra_args),
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
