@@ -101,6 +101,14 @@ def test_st_minilm_reads_the_long_document_cut_to_256_tokens(bench, st_results):
     assert 0.3 < st_results["statement-full"].mean <= 1.0
 
 
+def test_its_own_exported_run_gives_the_same_ndcg(bench, st_results, tmp_path):
+    """``run:`` on each setting's TREC run file of st:minilm: the same nDCG@10 (1e-4)."""
+    for setting, result in st_results.items():
+        spec = f"run:{result.files['run_file']}"
+        (scored,) = evaluate(bench, tmp_path / setting, spec, settings=[setting]).values()
+        assert abs(scored.mean - result.mean) < 1e-4, setting
+
+
 def test_vllm_offline_embeddings_give_the_same_ndcg(bench, st_results, tmp_path):
     results = evaluate(bench, tmp_path, "vllm:minilm")  # default options: the checkpoint's dtype
     assert_same_ndcg(results, st_results)
