@@ -2,6 +2,8 @@
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# extra pytest arguments for the test targets (CI: --durations=25)
+PYTEST_ARGS ?=
 export SABER_HOME ?= $(CURDIR)/.saber
 export DAGSTER_HOME ?= $(SABER_HOME)/dagster_home
 export HF_HUB_OFFLINE ?= 1
@@ -36,18 +38,18 @@ run: dagster-home
 	$(VENV)/bin/saber build
 
 test:
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 # the fast tier: pure algorithms (saber_core, the study), no Dagster, no builds
 test-unit:
-	$(PY) -m pytest -q tests/unit
+	$(PY) -m pytest -q $(PYTEST_ARGS) tests/unit
 
 # end-to-end checks: whole builds in subprocesses, the UI, real model generation (CI runs them)
 test-e2e:
-	$(PY) -m pytest -q -m "e2e and not slow"
+	$(PY) -m pytest -q $(PYTEST_ARGS) -m "e2e and not slow"
 
 test-slow:
-	$(PY) -m pytest -q -m slow
+	$(PY) -m pytest -q $(PYTEST_ARGS) -m slow
 
 bench:
 	$(PY) -m bench.run

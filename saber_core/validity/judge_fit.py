@@ -30,6 +30,16 @@ call's probability moves from 0 to 1), so the likelihood stays smooth in the par
 for τ = 0. Uncertainty: percentile intervals of a seeded bootstrap over pairs; for the signal
 ``λ`` the profile-likelihood interval and a likelihood-ratio test of ``λ = 0``.
 
+**Decisions from the likelihood, not from where the optimizer stops** (in a flat likelihood
+that point is arbitrary: it moves with the starting point and the BLAS kernel). With the
+profile likelihood ``ℓ_i(v) = max ℓ(θ) over θ with θ_i = v`` and ``LR_i(v) = 2 (ℓ̂ − ℓ_i(v))``:
+
+* an estimate is put at a bound ``v`` of its parameter when the likelihood is flat up to it,
+  ``ℓ(θ̂ with θ_i = v) ≥ ℓ̂ − FLAT`` (``FLAT`` = 0.01), the other parameters then refitted;
+* a parameter is *not identified* towards a bound when its 95% profile interval reaches it,
+  ``LR_i(v) ≤ χ²₁(0.95) = 3.84``; the bias width also when ``LR_b(0) ≤ 3.84`` (no bias to
+  measure it by); ``judge_model`` is None when the signal's interval reaches 0.
+
 What the probe cannot tell apart: the pair-level noise ``σ²`` is everything fixed per pair —
 the study's ``η`` plus its intransitive term (variance ``2γ²``) and per-candidate taste
 (``2 δ²``); the split needs designed triangles and repeated candidates. ``judge_model`` keeps
@@ -56,6 +66,7 @@ STARTS = (
     (0.3, 0.2, 2.0, math.log(3.0)),
     (1.0, 0.95, -1.0, math.log(1.0)),
 )
+FLAT = 0.01  # log-likelihood units: a bound this close to the maximum is the estimate
 _BASE_NODES = np.linspace(-8.4, 8.4, 85)
 _STEP_OFFSETS = np.array(
     [-30, -12, -6, -4, -2.5, -1.5, -0.8, -0.3, 0.0, 0.3, 0.8, 1.5, 2.5, 4, 6, 12, 30], dtype=float
@@ -184,13 +195,14 @@ def log_likelihood(counts: PairCounts, theta: np.ndarray) -> float:
 
 
 def _fit_from(
-    counts: PairCounts, start: tuple[float, ...], signal: float | None = None
+    counts: PairCounts, start: tuple[float, ...], fixed: dict[int, float] | None = None
 ) -> tuple[np.ndarray, float]:
-    """One L-BFGS-B fit from ``start`` (``signal``: λ held at that value)."""
+    """One L-BFGS-B fit from ``start``, the parameters ``fixed`` (index → value) held there;
+    the maximizer and ``−ℓ``."""
     bounds = list(BOUNDS)
     x0 = np.asarray(start, dtype=float)
-    if signal is not None:
-        bounds[0], x0[0] = (signal, signal), signal
+    for i, value in (fixed or {}).items():
+        bounds[i], x0[i] = (value, value), value
     if not counts.repeated:  # the pair/call split needs repeated calls: a greedy judge assumed
         bounds[1], x0[1] = (1.0, 1.0), 1.0
     res = minimize(
@@ -203,17 +215,51 @@ def _fit_from(
     return np.asarray(res.x), float(res.fun)
 
 
+def profile(counts: PairCounts, theta: np.ndarray, index: int, value: float) -> float:
+    """The profile log-likelihood ``ℓ_i(v) = max ℓ(θ) over θ with θ_i = v`` (started at
+    ``theta``)."""
+    return -_fit_from(counts, tuple(theta), {index: value})[1]
+
+
+def settle_at_bounds(
+    counts: PairCounts, theta: np.ndarray, ll: float, fixed: dict[int, float] | None = None
+) -> tuple[np.ndarray, float]:
+    """``theta`` (a maximum of ``ℓ`` with the parameters ``fixed`` held) with every other
+    parameter whose likelihood is flat towards a bound ``v`` put there, in parameter order,
+    lower bound first: ``θ_i = v`` when ``ℓ(θ with θ_i = v) ≥ ℓ_best − FLAT`` (so the profile
+    ``ℓ_i(v)`` is too), the parameters still free then refitted; the result and its
+    log-likelihood (within ``FLAT`` of the best)."""
+    fixed = dict(fixed or {})
+    best = ll
+    for i, (lo, hi) in enumerate(BOUNDS):
+        if i in fixed or (i == 1 and not counts.repeated):  # ρ is pinned at 1 already
+            continue
+        for value in (lo, hi):
+            if theta[i] == value:  # there already
+                fixed[i] = value
+                break
+            moved = theta.copy()
+            moved[i] = value
+            if log_likelihood(counts, moved) >= best - FLAT:
+                fixed[i] = value
+                theta, nll = _fit_from(counts, tuple(moved), fixed)
+                ll, best = -nll, max(best, -nll)
+                break
+    return theta, ll
+
+
 def maximize(counts: PairCounts, starts=STARTS) -> tuple[np.ndarray, float]:
-    """The maximum-likelihood ``(λ, ρ, b, log w)`` over several starts and its log-likelihood
-    (``ρ`` is pinned at 1, τ = 0, when no pair was called twice in one order: the split of the
-    noise between pair and call is then not identifiable)."""
+    """The maximum-likelihood ``(λ, ρ, b, log w)`` over several starts, with parameters whose
+    likelihood is flat towards a bound put there (:func:`settle_at_bounds`), and its
+    log-likelihood (``ρ`` is pinned at 1, τ = 0, when no pair was called twice in one order:
+    the split of the noise between pair and call is then not identifiable)."""
     best = None
     for start in starts:
         x, nll = _fit_from(counts, start)
         if best is None or nll < best[1]:
             best = (x, nll)
     assert best is not None
-    return best[0], -best[1]
+    return settle_at_bounds(counts, best[0], -best[1])
 
 
 def profile_signal(counts: PairCounts, theta: np.ndarray, ll: float, level: float = 0.95) -> dict:
@@ -227,7 +273,7 @@ def profile_signal(counts: PairCounts, theta: np.ndarray, ll: float, level: floa
     crit = float(chi2.ppf(level, 1))
 
     def lr(lam: float) -> float:
-        return max(2.0 * (ll + _fit_from(counts, tuple(theta), signal=lam)[1]), 0.0)
+        return max(2.0 * (ll - profile(counts, theta, 0, lam)), 0.0)
 
     def edge(bound: float) -> float:
         if lr(bound) <= crit:
@@ -254,6 +300,7 @@ class JudgeFit:
     seed: int
     signal: dict = field(default_factory=dict)  # profile_signal
     notes: dict[str, str] = field(default_factory=dict)
+    upper_signal: np.ndarray | None = None  # the fit with λ held at its interval's upper end
 
     def interval(self, values: np.ndarray, level: float = 0.95) -> list[float]:
         """Percentile interval of bootstrap ``values`` (NaN without a bootstrap)."""
@@ -265,7 +312,9 @@ class JudgeFit:
 
     def summary(self, intransitivity: float = 0.3, item_bias: float = 0.0) -> dict:
         """JSON-able: the fitted parameters in both parametrizations with 95% intervals, the
-        study's ``JudgeModel`` fields, and what is not identified."""
+        study's ``JudgeModel`` fields (``judge_model`` None when the signal's 95% interval
+        reaches 0; ``judge_model_upper_signal`` from :attr:`upper_signal`), and what is not
+        identified."""
         names = ("signal", "pair_share", "bias", "bias_width")
         fitted = {}
         for i, name in enumerate(names):
@@ -282,9 +331,12 @@ class JudgeFit:
                 "estimate": est,
                 "ci95": self.interval(np.array([b[name] for b in boots])),
             }
-        signal_hi = fitted["signal"]["ci95"][1]
-        optimistic = self.theta.copy()
-        optimistic[0] = signal_hi if np.isfinite(signal_hi) else self.theta[0]
+        judge = study_judge(world, intransitivity, item_bias)
+        if fitted["signal"]["ci95"][0] <= 0:  # no measurable signal: no noise level to report
+            judge = None
+        upper = None
+        if self.upper_signal is not None:
+            upper = study_judge(world_units(self.upper_signal), intransitivity, item_bias)
         return {
             "n_pairs": self.n_pairs,
             "n_calls": self.n_calls,
@@ -292,10 +344,8 @@ class JudgeFit:
             "bootstrap": {"replicates": len(self.bootstrap), "seed": self.seed},
             "parameters": fitted,
             "study_units": study,
-            "judge_model": study_judge(world, intransitivity, item_bias),
-            "judge_model_upper_signal": study_judge(
-                world_units(optimistic), intransitivity, item_bias
-            ),
+            "judge_model": judge,
+            "judge_model_upper_signal": upper,
             "not_identified": self.notes,
         }
 
@@ -319,9 +369,15 @@ def study_judge(world: dict[str, float], intransitivity: float, item_bias: float
 
 
 def identification_notes(
-    counts: PairCounts, theta: np.ndarray, boot: np.ndarray, signal: dict
+    counts: PairCounts, theta: np.ndarray, ll: float, signal: dict, level: float = 0.95
 ) -> dict:
-    """What the probe's data cannot pin down (name → why)."""
+    """What the probe's data cannot pin down (name → why), from profile likelihood ratios
+    ``LR_i(v) = 2 (ℓ̂ − ℓ_i(v))`` against ``χ²₁(level)`` (module docstring)."""
+    crit = float(chi2.ppf(level, 1))
+
+    def lr(index: int, value: float) -> float:
+        return max(2.0 * (ll - profile(counts, theta, index, value)), 0.0)
+
     notes = {
         "intransitivity": "fixed per pair like η: the probe measures their sum (σ² = η² + 2γ²); "
         "the study's γ is kept and η gets the rest",
@@ -345,34 +401,43 @@ def identification_notes(
             f"{signal['no_signal_p']:.2g}): the judge's answers do not follow the reference gap "
             "measurably, so its noise and bias in the study's units are unbounded above"
         )
-    bias_ci = np.percentile(boot[:, 2], [2.5, 97.5]) if len(boot) else [theta[2]] * 2
-    at_bound = len(boot) and np.mean(np.isclose(np.abs(boot[:, 2]), BOUNDS[2][1])) > 0.05
-    if at_bound or abs(theta[2]) >= BOUNDS[2][1] - 1e-6:
+    peak = [v for v in BOUNDS[2] if lr(2, v) <= crit]
+    if len(peak) == 2:
+        notes["bias_peak"] = f"the 95% profile interval of the bias spans both bounds ±{peak[1]:g}"
+    elif peak:
         notes["bias_peak"] = (
-            f"at the bound |b| = {BOUNDS[2][1]:g} noise sd: the judge answers by position "
-            "almost always; the data say only that the bias is at least that large"
+            f"the 95% profile interval of the bias b reaches its bound {peak[0]:+g} noise sd: the "
+            "data do not bound the bias's size above (a judge answering by position almost "
+            "always fits)"
         )
-    if bias_ci[0] <= 0 <= bias_ci[1]:
-        notes["bias_width"] = "no position bias distinguishable from 0: its width is not identified"
+    lo, hi = (math.exp(v) for v in BOUNDS[3])
+    if (none := lr(2, 0.0)) <= crit:
+        notes["bias_width"] = (
+            f"no position bias distinguishable from 0 (LR of b = 0: {none:.2g} ≤ {crit:.2f}): "
+            "its width is not identified"
+        )
     else:
-        w = np.exp(boot[:, 3]) if len(boot) else np.exp([theta[3]])
-        lo, hi = math.exp(BOUNDS[3][0]), math.exp(BOUNDS[3][1])
-        if np.mean(np.isclose(w, hi, rtol=1e-3)) > 0.05 or math.isclose(
-            math.exp(theta[3]), hi, rel_tol=1e-3
-        ):
+        reach_lo, reach_hi = (lr(3, v) <= crit for v in BOUNDS[3])
+        if reach_lo and reach_hi:
+            notes["bias_width"] = f"the 95% profile interval spans both bounds, {lo:g} to {hi:g}"
+        elif reach_hi:
             notes["bias_width"] = (
-                f"at the upper bound {hi:g}: the bias does not fade over the probed gaps "
-                "(a constant position bias)"
+                f"the 95% profile interval reaches the upper bound {hi:g}: the bias does not "
+                "fade measurably over the probed gaps (a constant position bias fits)"
             )
-        elif np.mean(np.isclose(w, lo, rtol=1e-3)) > 0.05:
-            notes["bias_width"] = f"at the lower bound {lo:g}: only the closest pairs show it"
+        elif reach_lo:
+            notes["bias_width"] = (
+                f"the 95% profile interval reaches the lower bound {lo:g}: only the closest "
+                "pairs show it"
+            )
     return notes
 
 
 def fit_judge(counts: PairCounts, n_calls: int, bootstrap: int = 200, seed: int = 0) -> JudgeFit:
     """Maximum likelihood (module docstring), ``bootstrap`` refits on pairs resampled with
-    ``default_rng(seed)`` (each started at the estimate) for the intervals, and the profile
-    likelihood of the signal (:func:`profile_signal`)."""
+    ``default_rng(seed)`` (each started at the estimate) for the intervals, the profile
+    likelihood of the signal (:func:`profile_signal`) and the fit with the signal held at the
+    upper end of its interval (``upper_signal``, None when that end is ≤ 0)."""
     if counts.n_pairs < 5:
         raise ValueError(f"need at least 5 judged pairs to fit a judge, got {counts.n_pairs}")
     theta, ll = maximize(counts)
@@ -382,8 +447,12 @@ def fit_judge(counts: PairCounts, n_calls: int, bootstrap: int = 200, seed: int 
         idx = rng.integers(0, counts.n_pairs, counts.n_pairs)
         boot[i] = _fit_from(counts.take(idx), tuple(theta))[0]
     signal = profile_signal(counts, theta, ll)
-    notes = identification_notes(counts, theta, boot, signal)
-    return JudgeFit(theta, ll, counts.n_pairs, n_calls, boot, seed, signal, notes)
+    notes = identification_notes(counts, theta, ll, signal)
+    upper = None
+    if (hi := signal["ci95"][1]) > 0:
+        x, nll = _fit_from(counts, tuple(theta), {0: hi})
+        upper = settle_at_bounds(counts, x, -nll, {0: hi})[0]
+    return JudgeFit(theta, ll, counts.n_pairs, n_calls, boot, seed, signal, notes, upper)
 
 
 def predicted_figures(counts: PairCounts, theta: np.ndarray) -> dict[str, np.ndarray]:

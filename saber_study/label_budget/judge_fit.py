@@ -4,10 +4,11 @@
 real judge's answers (:mod:`saber_core.validity.judge_fit`) and writes, per condition
 (``configured``: the judge as the build runs it; ``sampled``: a greedy judge asked again at a
 sampling temperature), the fitted :class:`JudgeModel` fields: ``judge_model`` at the estimated
-signal, ``judge_model_upper_signal`` at the upper end of its 95% interval (the most signal the
-probe allows; the only finite choice for a judge whose signal interval reaches 0). Fields the
-probe does not measure (the pointwise grader, the judge-like retriever, the anchored scale's
-reference) keep the study's defaults.
+signal (None when the signal's 95% interval reaches 0), ``judge_model_upper_signal`` refitted
+with the signal held at the upper end of that interval (the most signal the probe allows; the
+only choice for a judge whose signal interval reaches 0). Fields the probe does not measure
+(the pointwise grader, the judge-like retriever, the anchored scale's reference) keep the
+study's defaults.
 """
 
 from __future__ import annotations

@@ -12,11 +12,14 @@ from scipy.stats import chi2, norm
 
 from saber_core.validity.judge_fit import (
     BOUNDS,
+    FLAT,
     PairCounts,
     fit_judge,
+    identification_notes,
     log_likelihood,
     maximize,
     predicted_figures,
+    settle_at_bounds,
     study_judge,
     world_units,
 )
@@ -169,19 +172,39 @@ def test_fit_judge_intervals_and_notes():
     assert np.array_equal(again.bootstrap, fit.bootstrap)  # seeded
 
 
-def test_a_judge_answering_by_position_only_has_no_signal():
-    n = 200
+def position_only_counts(n: int = 200) -> PairCounts:
+    """``n`` pairs, each asked twice per order, of a judge that always answers "first"."""
     gap = np.random.default_rng(0).uniform(0, 4, n)
     pair = np.r_[np.arange(n), np.arange(n), np.arange(n), np.arange(n)]
     a_first = np.r_[np.ones(2 * n, bool), np.zeros(2 * n, bool)]
-    counts = PairCounts.from_calls(pair, gap[pair], a_first, a_first.astype(float))  # always 1st
-    fit = fit_judge(counts, 4 * n, bootstrap=5, seed=0)
+    return PairCounts.from_calls(pair, gap[pair], a_first, a_first.astype(float))
+
+
+def test_a_judge_answering_by_position_only_has_no_signal():
+    counts = position_only_counts()
+    fit = fit_judge(counts, 4 * counts.n_pairs, bootstrap=5, seed=0)
     s = fit.summary()
-    assert "signal" in s["not_identified"] and "bias_peak" in s["not_identified"]
+    assert fit.log_likelihood == pytest.approx(0.0, abs=FLAT)  # every call explained
+    notes = s["not_identified"]
+    assert "signal" in notes and "bias_peak" in notes and "upper bound" in notes["bias_width"]
     assert s["parameters"]["signal"]["no_signal_p"] > 0.5  # λ = 0 fits as well as any λ
     lo, hi = s["parameters"]["signal"]["ci95"]
     assert lo < 0 < hi
-    assert s["parameters"]["bias"]["estimate"] == pytest.approx(BOUNDS[2][1], abs=0.05)
+    assert s["judge_model"] is None  # no signal: no noise level in the study's units
+    assert s["judge_model_upper_signal"]["bias_peak"] > 5  # the most signal allowed: by position
+    assert s["parameters"]["bias"]["estimate"] == BOUNDS[2][1]  # the likelihood is flat up to it
+
+
+@pytest.mark.parametrize("signal, bias", [(0.157, 7.63), (-0.026, 6.93)])
+def test_where_the_optimizer_stops_in_a_flat_likelihood_does_not_matter(signal, bias):
+    # stopping points of L-BFGS-B on the judge above, from two starts and two BLAS kernels
+    counts = position_only_counts()
+    stopped = np.array([signal, 1.0, bias, BOUNDS[3][1]])
+    ll = log_likelihood(counts, stopped)
+    theta, settled = settle_at_bounds(counts, stopped, ll)
+    assert theta[2] == BOUNDS[2][1] and settled >= ll - FLAT
+    notes = identification_notes(counts, stopped, ll, {"ci95": [-1.0, 1.0], "no_signal_p": 1.0})
+    assert "bias_peak" in notes and "upper bound" in notes["bias_width"]
 
 
 def test_a_probe_without_repeats_is_fitted_as_greedy():
