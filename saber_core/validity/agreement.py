@@ -17,8 +17,9 @@ query. Figures (``a`` is source A, ``b`` source B; sums run over queries q and t
   skipped and counted (``spearman_skipped``);
 * ``exact_agreement`` — share of pairs with equal levels after cutting both onto a discrete
   scale: level = number of cuts ≤ label (default cuts 0.5, 1.5 → levels 0/1/2, as the
-  MathPinpoint-Judge-8B card; e.g. 0.5, 1.5, 2.5, 3.5, 4.5 for 0–5 ratings); ``confusion`` is
-  the L × L count table (rows A's level, columns B's);
+  MathPinpoint-Judge-8B card; e.g. 0.5, 1.5, 2.5, 3.5, 4.5 for 0–5 ratings; two sources on
+  different scales get their own cuts, as many for each); ``confusion`` is the L × L count
+  table (rows A's level, columns B's);
 * ``extreme_flips`` — share of pairs at the lowest level of one source and the highest of the
   other;
 * ``auc`` — pooled Mann–Whitney AUC of A's raw label separating pairs at B's top level from
@@ -85,6 +86,7 @@ class PairAgreement:
     figures: dict[str, Figure]
     confusion: np.ndarray  # (L, L) counts, rows = A's level, columns = B's level
     cuts: tuple[float, ...]
+    cuts_b: tuple[float, ...]
     n_pairs: int
     n_queries: int
     spearman_queries: int
@@ -98,7 +100,8 @@ class PairAgreement:
         return {
             "figures": {k: f.as_dict() for k, f in self.figures.items()},
             "confusion": self.confusion.tolist(),
-            "cuts": list(self.cuts),
+            "cuts_a": list(self.cuts),
+            "cuts_b": list(self.cuts_b),
             "n_pairs": self.n_pairs,
             "n_queries": self.n_queries,
             "spearman_queries": self.spearman_queries,
@@ -227,9 +230,11 @@ def pair_agreement(
     cuts: Sequence[float] = DEFAULT_CUTS,
     n_boot: int = 1000,
     seed: int = 0,
+    cuts_b: Sequence[float] | None = None,
 ) -> PairAgreement:
     """The pair-level figures of labels ``a`` (source A) and ``b`` (source B) over the same
-    pairs, ``query_ids[i]`` the query of pair i, with bootstrap intervals (module docstring)."""
+    pairs, ``query_ids[i]`` the query of pair i, with bootstrap intervals (module docstring).
+    ``cuts`` cut both sources unless ``cuts_b`` (as many cuts) is given for B's scale."""
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     if a.shape != b.shape or a.ndim != 1 or len(query_ids) != len(a):
@@ -245,8 +250,11 @@ def pair_agreement(
     _, r_aa, r_bb, r_ab = _centred_sums(group_ranks(a, codes), group_ranks(b, codes), codes, q)
     rho_valid = (n >= MIN_SPEARMAN_PAIRS) & (r_aa > 0) & (r_bb > 0)
     rho = r_ab[rho_valid] / np.sqrt(r_aa[rho_valid] * r_bb[rho_valid])
+    cuts_b = cuts if cuts_b is None else cuts_b
+    if len(cuts_b) != len(cuts):
+        raise ValueError(f"A's cuts {list(cuts)} and B's {list(cuts_b)} differ in number")
     levels = len(cuts) + 1
-    la, lb = cut_levels(a, cuts), cut_levels(b, cuts)
+    la, lb = cut_levels(a, cuts), cut_levels(b, cuts_b)
     cells = codes * levels * levels + la * levels + lb
     confusion = np.bincount(cells, minlength=q * levels * levels).reshape(q, levels * levels)
     pos, neg = lb == levels - 1, lb == 0
@@ -278,6 +286,7 @@ def pair_agreement(
         figures=figures,
         confusion=confusion.sum(axis=0).reshape(levels, levels),
         cuts=tuple(float(c) for c in cuts),
+        cuts_b=tuple(float(c) for c in cuts_b),
         n_pairs=len(a),
         n_queries=q,
         spearman_queries=int(rho_valid.sum()),

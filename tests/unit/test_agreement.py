@@ -197,3 +197,17 @@ def test_bad_inputs():
         pair_agreement(np.zeros(0), np.zeros(0), [])
     with pytest.raises(ValueError, match="finite"):
         pair_agreement(np.array([np.nan]), np.zeros(1), ["q"])
+
+
+def test_sources_on_different_scales_get_their_own_cuts():
+    qids, a, b = _random_pairs()
+    ratings = a * 2.5  # A on a 0–5 scale
+    own = pair_agreement(ratings, b, qids, cuts=(1.25, 3.75), cuts_b=(0.5, 1.5), n_boot=0)
+    same = pair_agreement(a, b, qids, cuts=(0.5, 1.5), n_boot=0)
+    la = np.digitize(ratings, [1.25, 3.75])
+    lb = np.digitize(b, [0.5, 1.5])
+    np.testing.assert_array_equal(own.confusion, confusion_matrix(la, lb, labels=[0, 1, 2]))
+    assert own.figures["auc"].value == pytest.approx(same.figures["auc"].value)  # raw A, rescaled
+    assert own.as_dict()["cuts_a"] == [1.25, 3.75] and own.as_dict()["cuts_b"] == [0.5, 1.5]
+    with pytest.raises(ValueError, match="differ in number"):
+        pair_agreement(a, b, qids, cuts=(0.5, 1.5), cuts_b=(1.0,), n_boot=0)
