@@ -14,7 +14,7 @@ order) and the pairs adjacent on A's leaderboard that B orders the other way.
 
 Outputs (``--out``): ``agreement.json`` (sources, coverage, figures with intervals, confusion,
 bootstrap seed, leaderboards), ``agreement_confusion.png`` (the level confusion heatmap) and
-``agreement_scatter.png`` (A against B per pair).
+``agreement_scatter.png`` (A against B per pair; a discrete source jittered).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from saber_eval.benchmark import MAIN_SETTING
 from saber_eval.runfile import TIE_RULE, read_run
 from saber_eval.runner import K
 
+JITTER_LEVELS = 12
 FIGURE_NAMES = {
     "r2_within": "within-query R² (B on A)",
     "spearman_median": "median within-query Spearman ρ",
@@ -227,6 +228,15 @@ def summary_lines(report: dict) -> list[str]:
     return lines
 
 
+def _jittered(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A discrete label (≤ JITTER_LEVELS distinct values) spread by ±15% of its smallest step,
+    so stacked pairs show; a continuous one unchanged."""
+    distinct = np.unique(values)
+    if len(distinct) < 2 or len(distinct) > JITTER_LEVELS:
+        return values
+    return values + rng.uniform(-0.15, 0.15, len(values)) * np.diff(distinct).min()
+
+
 def plot(report: dict, common: Common, out: Path) -> list[Path]:
     """``agreement_confusion.png`` and ``agreement_scatter.png`` (matplotlib, Agg)."""
     import matplotlib
@@ -251,7 +261,9 @@ def plot(report: dict, common: Common, out: Path) -> list[Path]:
     fig.savefig(paths[0], dpi=120)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(5, 4))
-    ax.scatter(common.a, common.b, s=10, alpha=0.35)
+    rng = np.random.default_rng(0)
+    xs, ys = (_jittered(np.array(v), rng) for v in (common.a, common.b))
+    ax.scatter(xs, ys, s=10, alpha=0.35)
     for cut in report["pairs"]["cuts_a"]:
         ax.axvline(cut, color="grey", lw=0.6, ls=":")
     for cut in report["pairs"]["cuts_b"]:

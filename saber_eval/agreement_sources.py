@@ -32,7 +32,6 @@ from saber_eval.loading import load_benchmark
 from saber_eval.runfile import read_run
 
 Labels = dict[str, dict[str, float]]  # query id -> candidate id -> label
-KINDS = ("export", "run", "qrels")
 CHAMP_GRADES = "shared annotated concepts: 0 → 0, 1 → 1, ≥ 2 → 2"
 EXAMPLES = 5  # ids listed per coverage gap
 

@@ -4,6 +4,7 @@ malformed qrels line is an error naming its line; ``qrels-from-champ`` grades by
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -218,3 +219,40 @@ def test_agree_runs_without_dagster(home, tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "DAGSTER False False" in out.stdout
+
+
+def test_a_build_against_a_copy_of_its_export_agrees_perfectly(home, tmp_path):
+    other = tmp_path / "other-export"
+    shutil.copytree(home / "export", other)
+    evaluate = ["eval", "--benchmark", str(home / "export"), "--retriever", "bm25"]
+    assert main([*evaluate, "--no-mlflow", "--bootstrap", "50", "--out", str(home / "eval")]) == 0
+    runner = json.loads(next((home / "eval").glob("*/runs/bm25/statement-full.json")).read_text())
+    out = tmp_path / "same"
+    assert (
+        main(["judge", "agree", str(home), str(other), "--cuts", "1.5,3.5", "--out", str(out)]) == 0
+    )
+    report = json.loads((out / "agreement.json").read_text())
+    assert report["b"]["kind"] == "export" and report["coverage"]["pairs_only_a"]["count"] == 0
+    fig = {k: v["value"] for k, v in report["pairs"]["figures"].items()}
+    ones = ("r2_within", "spearman_median", "exact_agreement", "auc", "kappa_linear")
+    assert [fig[k] for k in ones] == pytest.approx([1.0] * len(ones))
+    assert fig["extreme_flips"] == 0.0
+    systems = report["systems"]
+    assert (systems["kendall_tau_b"], systems["tau_ap"], systems["swaps"]) == (1.0, 1.0, [])
+    for row in systems["retrievers"]:
+        assert row["ndcg@10_a"] == row["ndcg@10_b"]
+    bm25 = next(r for r in systems["retrievers"] if r["retriever"] == "bm25")
+    assert bm25["ndcg@10_a"] == pytest.approx(runner["ndcg@10"], rel=1e-12)  # the runner's figure
+
+
+def test_champ_concepts_are_the_annotated_concept_ids():
+    from saber_resources.store.sources import champ_concepts, champ_corpus
+
+    concepts = champ_concepts()
+    assert len(concepts) == 270
+    assert sum(not c for c in concepts.values()) == 47  # hints only (docs/validity.md)
+    topics = dict(zip(*champ_corpus().select("doc_id", "topics").to_dict().values(), strict=True))
+    for pid, ids in concepts.items():
+        assert all(c.startswith("C_") for c in ids) and len(set(ids)) == len(ids)
+        if ids:  # the corpus' topics are the same concepts
+            assert list(topics[pid]) == list(ids)
