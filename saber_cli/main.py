@@ -28,6 +28,9 @@
     saber judge probe …                the build's judge on a sample of its pool pairs: test–retest,
                                        order swaps, position bias by rating gap, the study's judge
                                        fitted to it (``saber judge probe -h``)
+    saber judge agree A B …            agreement of two label sources (homes, exports, run or
+                                       qrels files) on pairs and leaderboard (``-h``; no Dagster)
+    saber judge qrels-from-champ …     qrels grading the export's pairs by shared CHAMP concepts
 
 Dagster is imported only by the subcommands that need it.
 """
@@ -53,8 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     studies.add_parser("budget", help="label scales × designs × budgets (saber study budget -h)")
     judge = sub.add_parser("judge", help="measure the build's judge")
-    judge.add_subparsers(dest="judge").add_parser(
+    judges = judge.add_subparsers(dest="judge")
+    judges.add_parser(
         "probe", help="consistency and position bias of the judge (saber judge probe -h)"
+    )
+    judges.add_parser("agree", help="agreement of two label sources (saber judge agree -h)")
+    judges.add_parser(
+        "qrels-from-champ", help="qrels from CHAMP's concepts (saber judge qrels-from-champ -h)"
     )
     p_build = sub.add_parser("build", help="materialize the whole asset graph in-process")
     p_build.add_argument("--profile", help="profile name or YAML path (default: SABER_PROFILE)")
@@ -244,6 +252,14 @@ def main(argv: list[str] | None = None) -> int:
         from saber_cli.judge_probe import probe_main
 
         return probe_main(argv[2:])
+    if argv[:2] == ["judge", "agree"]:
+        from saber_cli.judge_agree import agree_main
+
+        return agree_main(argv[2:])
+    if argv[:2] == ["judge", "qrels-from-champ"]:
+        from saber_cli.judge_agree import qrels_main
+
+        return qrels_main(argv[2:])
     args = build_parser().parse_args(argv)
     if args.command == "synth":
         return _synth(args)
@@ -271,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "build":
         return _build(args)
     if args.command == "judge":
-        print("saber judge: name a subcommand (saber judge probe -h)", file=sys.stderr)
+        print("saber judge: name a subcommand: probe, agree, qrels-from-champ", file=sys.stderr)
         return 2
     return _lineage(args)
 

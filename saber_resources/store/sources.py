@@ -71,6 +71,15 @@ def champ_corpus() -> pl.DataFrame:
     return pl.DataFrame(rows, schema_overrides={"topics": pl.List(pl.String)})
 
 
+def champ_concepts() -> dict[str, tuple[str, ...]]:
+    """CHAMP problem id → its human-annotated concept ids (``C_…``, first-mention order; empty
+    for the problems annotated with hints only)."""
+    return {
+        pid: tuple(dict.fromkeys(c for c in problem.ch_list if c.startswith("C_")))
+        for pid, problem in _champ().problems.items()
+    }
+
+
 CHAMP_LLM_SOLUTIONS = "GPT-4|0-Shot"
 
 
