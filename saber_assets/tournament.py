@@ -7,7 +7,9 @@ import dagster as dg
 import numpy as np
 import polars as pl
 
+from saber_assets.style import candidate_style, coefficient_figures, style_free
 from saber_assets.tables import corpus_texts, played_rounds, pool_matrix
+from saber_core.rating.bradley_terry_style import fit_style_bradley_terry
 from saber_core.rating.noise import strength_noise_variance
 from saber_core.rating.scales import scale_ratings
 from saber_core.tournament.judgment_table import (
@@ -192,7 +194,7 @@ def _rating_checks(store: DuckDBStore, ratings: pl.DataFrame) -> list[dg.AssetCh
 
 @dg.asset(
     group_name="tournament",
-    deps=["judgments", "candidate_pools"],
+    deps=["judgments", "candidate_pools", "corpus", "summaries"],
     check_specs=[
         dg.AssetCheckSpec("ratings_in_range", asset="bt_ratings"),
         dg.AssetCheckSpec("no_missing_ratings", asset="bt_ratings"),
@@ -201,7 +203,8 @@ def _rating_checks(store: DuckDBStore, ratings: pl.DataFrame) -> list[dg.AssetCh
 def bt_ratings(
     context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
 ) -> dg.MaterializeResult:
-    """Bradley–Terry strengths per query, min–max rescaled to [0, 5]."""
+    """Bradley–Terry strengths per query, min–max rescaled to [0, 5]; with
+    ``rating.style_control`` the style-free strengths of the style-controlled fit."""
     plan = build.reads()
     rating = plan.rating
 
@@ -209,6 +212,9 @@ def bt_ratings(
         query_ids, docs = pool_matrix(store)
         played = played_rounds(store, ["judgments"], query_ids, docs.shape[1])
         table = rating_table(query_ids, docs, played, rating.soft, rating.c, rating.fit)
+        style = {}
+        if rating.style_control:
+            table, style = _style_controlled(plan, store, docs, table, played)
         table = on_label_scale(table, played.comparisons(rating.soft), rating)
         spread = table.group_by("query_id").agg(pl.col("rating").std())["rating"]
         figures = {
@@ -219,6 +225,8 @@ def bt_ratings(
             "label_scale": rating.label_scale,
             "mean_rating": float(table["rating"].mean()),
             "mean_within_query_std": float(spread.mean()),
+            "style_control": rating.style_control,
+            **style,
         }
         return StageOutput({"bt_ratings": table}, figures=figures)
 
@@ -229,6 +237,15 @@ def bt_ratings(
         compute=compute,
         checks=lambda tables, _: _rating_checks(store, tables["bt_ratings"]),
     )
+
+
+def _style_controlled(plan: PlanReads, store, docs, table, played) -> tuple[pl.DataFrame, dict]:
+    """``table`` rated by the style-free strengths of the style-controlled fit, and the fit's
+    coefficients as figures (``saber_assets.style``)."""
+    style = candidate_style(plan, store, docs)
+    comparisons = played.comparisons(plan.rating.soft)
+    fit = fit_style_bradley_terry(comparisons, style.z, C=plan.rating.c)
+    return style_free(table, fit), {"style": coefficient_figures(style, fit)}
 
 
 ANCHOR_RANK = 10  # the anchored scale's reference: each query's 10th strongest candidate

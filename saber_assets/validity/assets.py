@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from saber_assets.discovery import alternative_pools
+from saber_assets.style import own_summary_origin, style_report
 from saber_assets.tables import corpus_texts, pool_matrix
 from saber_assets.tournament import bound_judge, with_provenance
 from saber_assets.validity.labels import label_extra, label_figures
@@ -97,10 +98,6 @@ def rating_intervals(
 
 
 # ----------------------------------------------------------------------------- recipe
-def _own_origin(store: DuckDBStore) -> str:
-    return "llm" if (store.read_table("summaries")["summary_origin"] == "llm").any() else "human"
-
-
 def _digest(frame: pl.DataFrame | None) -> str | None:
     """sha256 of the alternative summaries (doc_id, summary), in row order."""
     if frame is None:
@@ -222,7 +219,7 @@ def recipe_sensitivity(
     """Pools, tournament and ratings from the other summary recipe; overlap, rank correlation
     of shared candidates' ratings and the BM25 / MiniLM nDCG@10 shift between the two."""
     plan = build.reads()
-    corpus, own = store.read_table("corpus"), _own_origin(store)
+    corpus, own = store.read_table("corpus"), own_summary_origin(store)
     alternative, other, description = alternative_summaries(
         plan.validity.recipe_summaries, plan.inputs.corpus, own, corpus
     )
@@ -428,6 +425,7 @@ def validity_report(
         contamination, note = _contamination(plan, corpus, query_ids, docs)
         figures = _validity_figures(store, rr, half, triage, slope, contamination, note)
         figures |= label_figures(plan, store, judgments, rr, query_ids, docs)
+        figures["style"] = style_report(plan, store, docs, played)
         report, plots = _write_report(plan, store, figures, rr, triage)
         tables = {
             "validity_round_robin": rr,

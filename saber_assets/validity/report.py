@@ -85,15 +85,40 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def style_markdown(style: dict[str, Any]) -> list[str]:
+    """The "Style" section: each coefficient with its 95% interval and variance share, the
+    features' notes, and the plain vs style-free ranking (docs/validity.md "Style")."""
+    applied = "used by the ratings" if style["style_control"] else "not used (style_control off)"
+    lines = [
+        "",
+        "## Style",
+        "",
+        f"Style-controlled Bradley–Terry, {applied}; β in logits per SD of the feature.",
+        "",
+        "| feature | β | 95% interval | variance share |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {name} | {c['beta']:.3f} | [{c['lower']:.3f}, {c['upper']:.3f}] | "
+        f"{c['variance_share']:.1%} |"
+        for name, c in style["coefficients"].items()
+    ]
+    lines += ["", "| figure | value |", "|---|---|"]
+    skip = ("coefficients", "style_control")
+    lines += [f"| {k} | {_cell(v)} |" for k, v in style.items() if k not in skip]
+    return lines
+
+
 def validity_markdown(
     figures: dict[str, Any],
     triage: pl.DataFrame,
     recipe_ndcg: dict[str, float],
     plots: dict[str, Path],
 ) -> str:
-    """``validity.md``: the figures table, the triage table, the recipe nDCG table, the plots."""
+    """``validity.md``: the figures table, the triage table, the recipe nDCG table, the style
+    section (when ``figures`` has ``style``), the plots."""
     lines = ["# Validity report", "", "| figure | value |", "|---|---|"]
-    lines += [f"| {k} | {_cell(v)} |" for k, v in figures.items() if k != "triage"]
+    lines += [f"| {k} | {_cell(v)} |" for k, v in figures.items() if k not in ("triage", "style")]
     lines += [
         "",
         "## Triage (replayed)",
@@ -114,5 +139,7 @@ def validity_markdown(
             "|---|---|",
         ]
         lines += [f"| {k} | {v:.3f} |" for k, v in sorted(recipe_ndcg.items())]
+    if "style" in figures:
+        lines += style_markdown(figures["style"])
     lines += ["", *[f"![{k}]({p.name})" for k, p in plots.items()], ""]
     return "\n".join(lines)

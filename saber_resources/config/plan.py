@@ -267,7 +267,15 @@ def _fit(config: BuildConfig, fixes: tuple[str, ...]) -> str:
                 "the fix bt_exact is rating.fit: exact",
             )
         return "exact"
-    return fit or PRESET[config.method][2]
+    fit = fit or PRESET[config.method][2]
+    if config.rating.style_control and fit == "sklearn_lbfgs":
+        raise conflict(
+            config,
+            "rating.style_control",
+            "rating.fit",
+            "the style-controlled fit is the exact penalized optimum (set rating.fit: exact)",
+        )
+    return fit
 
 
 def _rules(config: BuildConfig, pairing: str, presentation: str, seed: int) -> RoundRules:

@@ -169,6 +169,8 @@ class RatingSettings(dg.Config):
     per query (published), robust ``quantile`` anchors, a noise-corrected ``zscore``, its
     ``posterior_gain``, a ``logit`` map shared by every query, or ``anchored`` on each query's
     10th strongest candidate (the nDCG@10 boundary); docs/budget-study.md compares them.
+    ``style_control``: fit style features as Bradley–Terry covariates jointly with the strengths
+    and rate by the style-free strengths (docs/validity.md "Style"; needs the ``exact`` fit).
     """
 
     fit: Literal["", "exact", "sklearn_lbfgs"] = ""  # see above
@@ -177,6 +179,7 @@ class RatingSettings(dg.Config):
     label_scale: Literal["minmax", "quantile", "zscore", "posterior_gain", "logit", "anchored"] = (
         "minmax"  # strengths → 0–5 labels (saber_core.rating.scales; minmax: the published one)
     )
+    style_control: bool = False  # rate by style-free strengths (style features as BT covariates)
 
 
 class SlurmSettings(dg.Config):
