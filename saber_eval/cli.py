@@ -198,7 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="SPEC",
-        help="bm25 | jaccard | random | st:<model> | ce:<model> | llm:<profile> (repeatable)",
+        help="bm25 | jaccard | random | PREFIX:MODEL with a prefix of st, vllm, openai, ce, "
+        "vllm-score, seqcls, llm, yesno, colbert, mteb, run — or a registry entry naming its "
+        "engine (repeatable; docs/evaluation.md)",
     )
     parser.add_argument(
         "--setting", default=MAIN_SETTING, choices=[*SETTINGS, "all"], help="task setting"
