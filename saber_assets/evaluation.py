@@ -228,7 +228,10 @@ def evaluated_runs(store: DuckDBStore, status: pl.DataFrame) -> pl.DataFrame:
 
 @dg.asset(
     group_name="evaluation",
-    deps=[dg.AssetDep("retriever_runs", partition_mapping=dg.AllPartitionMapping())],
+    deps=[
+        dg.AssetDep("retriever_runs", partition_mapping=dg.AllPartitionMapping()),
+        "benchmark_export",  # which export's evaluation folder it reads
+    ],
     kinds={"duckdb", "mlflow"},
 )
 def leaderboard(
