@@ -40,6 +40,7 @@ RENAMED = {  # (section, field) → flat name where the prefix rule does not app
     ("rating", "fit"): "bt",
     ("rating", "soft"): "bt_soft",
     ("rating", "c"): "bt_c",
+    ("rating", "c_file"): "bt_c_file",
 }
 
 

@@ -9,7 +9,8 @@ depend on each other derived once, and conflicts refused — the only thing a st
 * derived settings are decided here and nowhere else: the construction's ``thresholds`` and
   ``targets`` from ``thresholds.mode``, its ``swiss`` from ``tournament.pairing``, its ``bt``
   from ``rating.fit``; the presentation order from the judge and the pairing; the tournament
-  seed from the seed policy (42 under ``published_swiss`` as published, else ``seed``);
+  seed from the seed policy (42 under ``published_swiss`` as published, else ``seed``); the
+  Bradley–Terry C (``rating.c: auto``: the label-budget study's chosen C, :func:`chosen_c`);
 * the published-defect fixes that are really options become those options (``presentation`` →
   ``tournament.presentation: seeded_random``, ``bt_exact`` → ``rating.fit: exact``);
 * two explicit settings that contradict each other are a :class:`PlanError` naming both, with
@@ -24,8 +25,10 @@ every field it reads: those reads are the stage's fingerprint (no hand-kept key 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from saber_core.construction import OPTION_STEPS, Construction, resolve
@@ -134,11 +137,12 @@ class TournamentPlan(Written):
 
 @dataclass(frozen=True)
 class RatingPlan(Written):
-    """Bradley–Terry: ``fit`` resolved (``exact`` | ``sklearn_lbfgs``); ``soft`` outcomes and
-    the L2 ``c`` as written."""
+    """Bradley–Terry: ``fit`` resolved (``exact`` | ``sklearn_lbfgs``), the L2 ``c`` resolved
+    (``auto``: the study's chosen C); ``soft`` outcomes as written."""
 
     written: RatingSettings
     fit: str
+    c: float
 
 
 @dataclass(frozen=True)
@@ -278,7 +282,38 @@ def _fit(config: BuildConfig, fixes: tuple[str, ...]) -> str:
     return fit
 
 
-def _rules(config: BuildConfig, pairing: str, presentation: str, seed: int) -> RoundRules:
+CHOOSE_C_FIX = "run `saber study budget --judge-fit judge-probe.json --choose-c`"
+
+
+def chosen_c(config: BuildConfig) -> float:
+    """``rating.c`` resolved: as written, or under ``auto`` the C of the chosen-C file
+    (``rating.c_file``, "" = the study's default output under the SABER home); PlanError naming
+    the fix when that file is missing or holds no C."""
+    r = config.rating
+    if r.c != "auto":
+        if r.c_file:
+            raise conflict(config, "rating.c_file", "rating.c", "the file is read only by c: auto")
+        return float(r.c)
+    path = Path(r.c_file) if r.c_file else SaberPaths.at(config.home).chosen_c
+    where = f"--out {path.parent}" if r.c_file else "the default --out"
+    if not path.is_file():
+        raise PlanError(
+            f"rating.c: auto reads the label-budget study's chosen C from {path}, which does not "
+            f"exist: {CHOOSE_C_FIX} ({where}), or set rating.c to a number"
+        )
+    try:
+        data = json.loads(path.read_text())
+        c = float(data.get("choose_c", data)["C"])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise PlanError(
+            f"rating.c: auto: {path} holds no chosen C ({exc!r}): {CHOOSE_C_FIX} ({where})"
+        ) from exc
+    if not c > 0:
+        raise PlanError(f"rating.c: auto: {path} gives C = {c}, not a positive number")
+    return c
+
+
+def _rules(config: BuildConfig, pairing: str, presentation: str, seed: int, c: float) -> RoundRules:
     """The round rules, with only what decides the chosen pairing's pairs set."""
     t, r = config.tournament, config.rating
     order = "pool_order" if presentation == "both_orders" else presentation
@@ -306,7 +341,7 @@ def _rules(config: BuildConfig, pairing: str, presentation: str, seed: int) -> R
         strategy=pairing,
         seed=seed,
         soft=r.soft if refits else False,
-        C=r.c if refits else 1.0,
+        C=c if refits else 1.0,
         n_rounds=0,
         order=order,
         rule=rule,
@@ -388,6 +423,7 @@ def resolve_plan(config: BuildConfig) -> BuildPlan:
     pairing = _pairing(config, fixes)
     presentation = _presentation(config, pairing, fixes)
     fit = _fit(config, fixes)
+    c = chosen_c(config)
     t = config.tournament
     policy = SWISS_SEED if pairing == "published_swiss" else config.seed
     seed = t.seed if t.seed is not None else policy
@@ -397,7 +433,7 @@ def resolve_plan(config: BuildConfig) -> BuildPlan:
         pairing=pairing,
         presentation=presentation,
         seed=seed,
-        rules=_rules(config, pairing, presentation, seed),
+        rules=_rules(config, pairing, presentation, seed, c),
     )
     return BuildPlan(
         profile=config.profile,
@@ -413,7 +449,7 @@ def resolve_plan(config: BuildConfig) -> BuildPlan:
         construction=_construction(config, mode, pairing, fit, fixes, presentation),
         domains=_quotas(config),
         tournament=tournament,
-        rating=RatingPlan(written=config.rating, fit=fit),
+        rating=RatingPlan(written=config.rating, fit=fit, c=c),
         audit=AuditPlan(
             fixes=tuple(config.construction.audit_fixes), queries=config.construction.audit_queries
         ),

@@ -164,7 +164,9 @@ class RatingSettings(dg.Config):
 
     ``fit``: ``exact`` (the penalized optimum) or ``sklearn_lbfgs`` (the published scikit-learn
     fit, stopped early); "" = the method's preset. ``soft``: fit the judge's probabilities instead
-    of hard wins (also the information and adaptive pairings' refit). ``c``: the L2 strength C.
+    of hard wins (also the information and adaptive pairings' refit). ``c``: the L2 strength C,
+    or ``auto``: the C that ``saber study budget --choose-c`` chose for the probed judge, read
+    from ``c_file`` (docs/budget-study.md "Choosing C").
     ``label_scale``: how strengths become 0–5 labels (``saber_core.rating.scales``): ``minmax``
     per query (published), robust ``quantile`` anchors, a noise-corrected ``zscore``, its
     ``posterior_gain``, a ``logit`` map shared by every query, or ``anchored`` on each query's
@@ -175,11 +177,18 @@ class RatingSettings(dg.Config):
 
     fit: Literal["", "exact", "sklearn_lbfgs"] = ""  # see above
     soft: bool = False  # fit the judge's probabilities, not hard wins
-    c: float = 1.0  # L2 strength C of the fit (as scikit-learn's C)
+    c: typing.Any = 1.0  # L2 strength C of the fit (scikit-learn's C), or auto (see above)
+    c_file: str = ""  # c: auto's chosen_c.json ("": <home>/study/budget/chosen_c.json)
     label_scale: Literal["minmax", "quantile", "zscore", "posterior_gain", "logit", "anchored"] = (
         "minmax"  # strengths → 0–5 labels (saber_core.rating.scales; minmax: the published one)
     )
     style_control: bool = False  # rate by style-free strengths (style features as BT covariates)
+
+    @pydantic.field_validator("c", mode="before")
+    @classmethod
+    def _number_or_auto(cls, value: typing.Any) -> float | str:
+        """A float or ``auto`` (Dagster's config types have no float-or-literal union)."""
+        return value if value == "auto" else float(value)
 
 
 class SlurmSettings(dg.Config):

@@ -78,6 +78,11 @@ class SaberPaths:
         return self.home / "dagster_home"
 
     @property
+    def chosen_c(self) -> Path:
+        """Where ``saber study budget --choose-c`` writes its chosen C (``rating.c: auto``)."""
+        return self.home / "study" / "budget" / "chosen_c.json"
+
+    @property
     def logs_dir(self) -> Path:
         """The full output of each ``saber build`` (Dagster's event log included)."""
         return self.home / "logs"

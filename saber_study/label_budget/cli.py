@@ -1,8 +1,9 @@
 """``saber study budget``: run the label-budget study and write ``budget.json``, ``budget.md``
 (the generated part of docs/budget-study.md) and ``budget.png`` into ``--out`` (default
-``$SABER_HOME/study/budget``), printing the README section; or, with ``--markdown FILE``,
-print (``--readme README.md``: rewrite in place) the README section of an existing
-``budget.json`` without simulating."""
+``$SABER_HOME/study/budget``), printing the README section (``--choose-c``: the study at every
+C of a grid, the chosen C's tables, and ``chosen_c.json`` for the build's ``rating.c: auto``);
+or, with ``--markdown FILE``, print (``--readme README.md``: rewrite in place) the README section
+of an existing ``budget.json`` without simulating."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from saber_study.label_budget.choose_c import C_GRID, CHOSEN_FILE, choose_c, chosen_file
 from saber_study.label_budget.designs import DesignConfig
 from saber_study.label_budget.judge_fit import SIGNALS, JudgeFitError, judge_from_probe
 from saber_study.label_budget.report import full_markdown, plot, readme_section, replace_section
@@ -31,6 +33,10 @@ def default_out() -> Path:
 
 def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.split(",") if x.strip())
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    return tuple(float(x) for x in text.split(",") if x.strip())
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -56,7 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--designs", type=_names, default=g.designs, help="comma list")
     p.add_argument("--presentations", type=_names, default=g.presentations, help="comma list")
     p.add_argument("--scales", type=_names, default=d.scales, help="comma list")
-    p.add_argument("--C", type=float, default=g.C, help="BT L2 strength (published: 1)")
+    p.add_argument(
+        "--C", type=float, default=g.C, help="BT L2 strength (published: 1; --choose-c: the grid's)"
+    )
     for field in ("item_bias", "pair_noise", "call_noise", "intransitivity", "bias_peak"):
         p.add_argument(f"--{field.replace('_', '-')}", type=float, default=getattr(j, field))
     p.add_argument(
@@ -76,6 +84,18 @@ def build_parser() -> argparse.ArgumentParser:
         choices=tuple(SIGNALS),
         default="estimate",
         help="the fitted signal, or the upper end of its 95%% interval (the most the probe allows)",
+    )
+    p.add_argument(
+        "--choose-c",
+        action="store_true",
+        help="run the study at every C of --c-grid and keep the C with the smallest error at "
+        "<= 750 calls (writes chosen_c.json, read by the build's rating.c: auto)",
+    )
+    p.add_argument(
+        "--c-grid",
+        type=_floats,
+        default=C_GRID,
+        help=f"comma list of C for --choose-c (default {','.join(f'{c:g}' for c in C_GRID)})",
     )
     p.add_argument("--markdown", type=Path, default=None, help="budget.json: print its section")
     p.add_argument("--readme", type=Path, default=None, help="with --markdown: rewrite in place")
@@ -144,6 +164,17 @@ def check(cfg: BudgetStudyConfig) -> str | None:
     return None
 
 
+def check_choose_c(cfg: BudgetStudyConfig, grid: tuple[float, ...]) -> str | None:
+    """What makes ``--choose-c`` unusable (None when it is fine)."""
+    from saber_study.label_budget.report import GOAL
+
+    if not grid or min(grid) <= 0:
+        return "--c-grid must be a non-empty list of positive C"
+    if min(cfg.design.budgets) > GOAL["calls"]:
+        return f"--choose-c needs a budget of at most {GOAL['calls']} calls"
+    return None
+
+
 def budget_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``saber study budget``."""
     args = build_parser().parse_args(list(argv) if argv is not None else None)
@@ -159,7 +190,7 @@ def budget_main(argv: Sequence[str] | None = None) -> int:
     except JudgeFitError as exc:
         print(f"saber study budget: {exc}", file=sys.stderr)
         return 2
-    problem = check(cfg)
+    problem = check(cfg) or (check_choose_c(cfg, args.c_grid) if args.choose_c else None)
     if problem:
         print(f"saber study budget: {problem}", file=sys.stderr)
         return 2
@@ -167,13 +198,16 @@ def budget_main(argv: Sequence[str] | None = None) -> int:
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1):
-        results = run_budget_study(cfg, log)
+        results = choose_c(cfg, args.c_grid, log) if args.choose_c else run_budget_study(cfg, log)
     out = args.out or default_out()
     out.mkdir(parents=True, exist_ok=True)
+    if args.choose_c:
+        (out / CHOSEN_FILE).write_text(json.dumps(chosen_file(results), indent=1) + "\n")
     (out / "budget.json").write_text(json.dumps(results, indent=1) + "\n")
     (out / "budget.md").write_text(full_markdown(results) + "\n")
     plot(results, out / "budget.png")
     print(readme_section(results))
     if log:
-        log(f"wrote {out}/budget.json, budget.md, budget.png")
+        extra = f", {CHOSEN_FILE}" if args.choose_c else ""
+        log(f"wrote {out}/budget.json, budget.md, budget.png{extra}")
     return 0

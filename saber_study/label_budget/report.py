@@ -114,6 +114,41 @@ def goal_sentence(results: dict) -> str:
     )
 
 
+def _interval(entry: dict) -> str:
+    ci = entry["interval"]
+    return "–" if ci is None else f"{ci[0]:.4f}–{ci[1]:.4f}"
+
+
+def choose_c_table(results: dict) -> list[str]:
+    """With ``--choose-c``: each C's best row at ≤ 750 calls, its error with the 95% interval
+    over seeds, the chosen C in bold and named below (no lines without ``choose_c``)."""
+    record = results.get("choose_c")
+    if record is None:
+        return []
+    lines = [
+        "",
+        f"Bradley–Terry C chosen over the grid {', '.join(f'{c:g}' for c in record['grid'])} "
+        f"(`--choose-c`; the tables above are at the chosen C):",
+        "",
+        "| C | best at ≤ 750 calls | calls / query | \\|ΔnDCG@10\\| | 95% interval |",
+        "|---:|---|---:|---:|---|",
+    ]
+    for e in record["per_c"]:
+        c = f"**{e['C']:g}**" if e["C"] == record["C"] else f"{e['C']:g}"
+        lines.append(
+            f"| {c} | {_name(e)} | {e['calls_per_query']:,} | {e['abs_dndcg']:.4f} "
+            f"| {_interval(e)} |"
+        )
+    e = record["chosen"]
+    lines += [
+        "",
+        f"**Chosen C = {e['C']:g}**: {e['abs_dndcg']:.4f} (95% interval {_interval(e)}; "
+        f"{_name(e)}, {e['calls_per_query']:,} calls). A build takes it with `rating.c: auto`.",
+        "",
+    ]
+    return lines
+
+
 def readme_section(results: dict) -> str:
     """The README's short table between the marker comments."""
     rows = results["rows"]
@@ -129,6 +164,7 @@ def readme_section(results: dict) -> str:
         *[_line(r, "published: swiss · pool_order · minmax") for r in base],
         "",
         goal_sentence(results),
+        *choose_c_table(results),
         "Full tables and definitions: [docs/budget-study.md](docs/budget-study.md).",
         "",
         END,
