@@ -10,6 +10,7 @@ import polars as pl
 from saber_assets.style import candidate_style, coefficient_figures, style_free
 from saber_assets.tables import corpus_texts, played_rounds, pool_matrix
 from saber_assets.triage import (
+    RoundTriage,
     grade_pools,
     no_grades,
     play_triaged,
@@ -20,6 +21,7 @@ from saber_core.rating.bradley_terry_style import fit_style_bradley_terry
 from saber_core.rating.noise import strength_noise_variance
 from saber_core.rating.scales import scale_ratings
 from saber_core.tournament.judgment_table import (
+    TextJudge,
     judge_pairs,
     query_budget,
     rating_table,
@@ -135,7 +137,15 @@ def make_round_asset(r: int) -> dg.AssetsDefinition:
 
 
 def _play(
-    r, pairs, query_ids, docs, texts, plan, bound, judge, triage
+    r: int,
+    pairs: np.ndarray,
+    query_ids: list[str],
+    docs: np.ndarray,
+    texts: dict[str, str],
+    plan: PlanReads,
+    bound: TextJudge,
+    judge: PairwiseJudge,
+    triage: RoundTriage | None,
 ) -> tuple[pl.DataFrame, dict]:
     """Round ``r``'s judgments with provenance, and its triage figures (none when off): pairs
     decided by the grades, pairs judged, judge calls saved = decided × calls per pair."""

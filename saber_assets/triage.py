@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from saber_core.rating.comparisons import PlayedRounds
-from saber_core.tournament.judgment_table import input_hash, judge_pairs
+from saber_core.tournament.judgment_table import RoundRules, TextJudge, input_hash, judge_pairs
 from saber_core.validity.triage_round import (
     TRIAGE_JUDGE_KIND,
     RoundSplit,
@@ -27,7 +27,8 @@ from saber_core.validity.triage_round import (
     split_round,
 )
 from saber_eval.benchmark import MAIN_SETTING, in_memory_benchmark
-from saber_eval.registry import load_registry
+from saber_eval.engines.base import Retriever
+from saber_eval.registry import RetrieverEntry, load_registry
 from saber_eval.retrievers import retriever_factory
 from saber_eval.runner import build_tasks, run_retriever
 from saber_resources.config import PlanReads
@@ -51,7 +52,9 @@ def provenance_columns(table: pl.DataFrame, provenance: Mapping[str, str | None]
     return table.with_columns([pl.lit(v, dtype=pl.String).alias(k) for k, v in provenance.items()])
 
 
-def grader_provenance(spec: str, entry, retriever, notes: Mapping) -> dict[str, str | None]:
+def grader_provenance(
+    spec: str, entry: RetrieverEntry, retriever: Retriever, notes: Mapping
+) -> dict[str, str | None]:
     """The grader's identity in the judgments' provenance schema: engine, model, a hash of its
     registry entry (model, options, envelope), its backend and, for LLM scorers, the prompt."""
     prompt_name = getattr(type(retriever), "prompt_name", None)
@@ -126,7 +129,11 @@ class RoundTriage:
 
 
 def round_triage(
-    plan: PlanReads, store: DuckDBStore, earlier: Sequence[str], query_ids: list[str], docs
+    plan: PlanReads,
+    store: DuckDBStore,
+    earlier: Sequence[str],
+    query_ids: list[str],
+    docs: np.ndarray,
 ) -> RoundTriage | None:
     """The round's triage (None when ``tournament.triage`` is off); the calibrated slope is
     fitted on the earlier rounds' rows the judge decided (not the grades' own)."""
@@ -166,9 +173,9 @@ def play_triaged(
     query_ids: list[str],
     docs: np.ndarray,
     texts: Mapping[str, str],
-    judge,
+    judge: TextJudge,
     judge_provenance: Mapping[str, str | None],
-    rules,
+    rules: RoundRules,
     triage: RoundTriage,
 ) -> tuple[pl.DataFrame, RoundSplit]:
     """The round's judgments: the pairs the grades decide (their provenance) and the rest

@@ -17,6 +17,7 @@ Bradley–Terry and the Swiss standings read both; the provenance columns say wh
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -105,7 +106,9 @@ class GradeVerdicts:
     call_keys: list[str]
 
 
-def decided_verdicts(split: RoundSplit, grades: np.ndarray):
+def decided_verdicts(
+    split: RoundSplit, grades: np.ndarray
+) -> Callable[[list[str], list[str], list[str]], GradeVerdicts]:
     """A judge callable for :func:`saber_core.tournament.judgment_table.judge_pairs` on
     ``split.decided``: it answers from the grades (no call), in the slot order ``judge_pairs``
     asks (``np.nonzero``), raw = ``"grades g_a vs g_b"``."""
