@@ -9,16 +9,26 @@ import polars as pl
 
 from saber_assets.style import candidate_style, coefficient_figures, style_free
 from saber_assets.tables import corpus_texts, played_rounds, pool_matrix
+from saber_assets.triage import (
+    RoundTriage,
+    grade_pools,
+    no_grades,
+    play_triaged,
+    provenance_columns,
+    round_triage,
+)
 from saber_core.rating.bradley_terry_style import fit_style_bradley_terry
 from saber_core.rating.noise import strength_noise_variance
 from saber_core.rating.scales import scale_ratings
 from saber_core.tournament.judgment_table import (
+    TextJudge,
     judge_pairs,
     query_budget,
     rating_table,
     status_table,
     tournament_violations,
 )
+from saber_core.validity.triage_round import triage_budget
 from saber_resources.config import BuildConfig, PlanReads
 from saber_resources.judges import PairwiseJudge
 from saber_resources.slurm import SlurmDispatch, maybe_dispatcher
@@ -44,8 +54,31 @@ def bound_judge(context, plan: PlanReads, store, judge: PairwiseJudge, slurm, st
 
 def with_provenance(table: pl.DataFrame, judge: PairwiseJudge) -> pl.DataFrame:
     """The judge's provenance columns (one schema for every judge) added to a judgments table."""
-    cols = [pl.lit(v, dtype=pl.String).alias(k) for k, v in judge.provenance().items()]
-    return table.with_columns(cols)
+    return provenance_columns(table, judge.provenance())
+
+
+@dg.asset(group_name="tournament", deps=["corpus", "queries", "candidate_pools"])
+def pointwise_grades(
+    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+) -> dg.MaterializeResult:
+    """Every pool candidate graded by the pointwise judge (``tournament.pointwise_judge``, a
+    retriever spec; no rows when it is ''), with the provenance the judgments carry."""
+    plan = build.reads()
+    spec = plan.tournament.pointwise_judge
+
+    def compute() -> StageOutput:
+        if not spec:
+            return StageOutput({"pointwise_grades": no_grades()}, figures={"grader": ""})
+        table, notes = grade_pools(plan, store, spec, context.run.run_id)
+        figures = {
+            "grader": spec,
+            "n_grades": table.height,
+            "mean_score": float(table["score"].mean()),
+            "grader_notes": {k: v for k, v in notes.items() if isinstance(v, int | float | str)},
+        }
+        return StageOutput({"pointwise_grades": table}, figures=figures)
+
+    return materialize_stage(context, store, plan, compute=compute, extra={"grader": spec})
 
 
 def make_round_asset(r: int) -> dg.AssetsDefinition:
@@ -56,7 +89,7 @@ def make_round_asset(r: int) -> dg.AssetsDefinition:
     @dg.asset(
         name=name,
         group_name="tournament",
-        deps=["corpus", "candidate_pools", *earlier],
+        deps=["corpus", "candidate_pools", "pointwise_grades", *earlier],
         kinds={"duckdb"},
     )
     def _round(
@@ -75,8 +108,9 @@ def make_round_asset(r: int) -> dg.AssetsDefinition:
             bound = bound_judge(context, plan, store, judge, slurm, name)
             rules = plan.tournament.rules
             planned = rules.plan(r, played, docs)
-            table = judge_pairs(
-                r, planned.pairs, query_ids, docs, texts, bound, rules.seed, rules.shown_first
+            triage = round_triage(plan, store, earlier, query_ids, docs)
+            table, triaged = _play(
+                r, planned.pairs, query_ids, docs, texts, plan, bound, judge, triage
             )
             s = bound.stats
             fail_on_backend_errors(name, s.errors, s.calls, s.hits)
@@ -91,17 +125,45 @@ def make_round_asset(r: int) -> dg.AssetsDefinition:
                 "n_byes_beyond_odd": len(query_ids) * (n - n % 2) - 2 * table.height,
                 "judge": judge.provenance(),
                 "query_status": dict(Counter(planned.status.tolist())),
+                **triaged,
             }
-            tables = {
-                name: with_provenance(table, judge),
-                f"{name}_status": status_table(r, query_ids, planned),
-            }
+            tables = {name: table, f"{name}_status": status_table(r, query_ids, planned)}
             return StageOutput(tables, figures=figures)
 
         extra = {"round": r, "judge": judge.provenance()}
         return materialize_stage(context, store, plan, compute=compute, extra=extra)
 
     return _round
+
+
+def _play(
+    r: int,
+    pairs: np.ndarray,
+    query_ids: list[str],
+    docs: np.ndarray,
+    texts: dict[str, str],
+    plan: PlanReads,
+    bound: TextJudge,
+    judge: PairwiseJudge,
+    triage: RoundTriage | None,
+) -> tuple[pl.DataFrame, dict]:
+    """Round ``r``'s judgments with provenance, and its triage figures (none when off): pairs
+    decided by the grades, pairs judged, judge calls saved = decided × calls per pair."""
+    rules = plan.tournament.rules
+    if triage is None:
+        table = judge_pairs(r, pairs, query_ids, docs, texts, bound, rules.seed, rules.shown_first)
+        return with_provenance(table, judge), {}
+    table, split = play_triaged(
+        r, pairs, query_ids, docs, texts, bound, judge.provenance(), rules, triage
+    )
+    figures = {
+        "triage": triage.rule.mode,
+        "triage_slope": triage.k,
+        "n_decided_by_triage": split.n_decided,
+        "n_judged": split.n_judged,
+        "judge_calls_saved": split.n_decided * plan.tournament.calls_per_judgment,
+    }
+    return table, figures
 
 
 def _judgment_checks(tables, figures) -> list[dg.AssetCheckResult]:
@@ -153,13 +215,14 @@ def make_judgments_asset(rounds: int) -> dg.AssetsDefinition:
         def compute() -> StageOutput:
             table = pl.concat([store.read_table(n) for n in names], how="vertical")
             status = pl.concat([store.read_table(f"{n}_status") for n in names])
-            per_query = query_budget(status, per_pair)
+            per_query, triaged = triage_budget(query_budget(status, per_pair), table, per_pair)
             dropped = table.filter(pl.col("outcome").is_null())
             figures = {
                 "n_judgments": table.height,
                 "n_dropped": dropped.height,
                 "drop_reasons": dict(dropped.group_by("drop_reason").len().head(10).rows()),
                 **budget_figures(per_query, store, rounds, per_pair),
+                **triaged,
             }
             tables = {"judgments": table, "tournament_queries": per_query}
             return StageOutput(tables, figures=figures)
@@ -267,8 +330,9 @@ def on_label_scale(table: pl.DataFrame, comparisons, rating) -> pl.DataFrame:
 
 
 def tournament_assets(rounds: int) -> list[dg.AssetsDefinition]:
-    """The round assets, ``judgments`` and ``bt_ratings``."""
+    """``pointwise_grades``, the round assets, ``judgments`` and ``bt_ratings``."""
     return [
+        pointwise_grades,
         *(make_round_asset(r) for r in range(1, rounds + 1)),
         make_judgments_asset(rounds),
         bt_ratings,

@@ -44,7 +44,7 @@ def _rows(defs: dg.Definitions) -> list[tuple[str, str, str, str, str]]:
                 "tournament_round_NN",
                 first[1],
                 first[2],
-                "corpus, candidate_pools, every earlier round",
+                "corpus, candidate_pools, pointwise_grades, every earlier round",
                 first[4],
             )
         )

@@ -6,6 +6,7 @@
                                        it stops when this process dies); a line per step on
                                        the terminal, the full log under <home>/logs/
     saber build --from-manifest M      build again from an export's manifest.json
+    saber build --reference-home DIR   build, then print its labels' agreement with DIR's
     saber export --out DIR [--format saber|mteb|sabermath] [--benchmark DIR]
                                        write the export of the last build to a folder (saber),
                                        or an export folder as an MTEB reranking task (mteb) or
@@ -75,6 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--debug",
         action="store_true",
         help="show the whole log (Dagster's events, tracebacks) on the terminal as it grows",
+    )
+    p_build.add_argument(
+        "--reference-home",
+        type=Path,
+        help="after the build, print its agreement with this build's labels (e.g. a full-judge "
+        "build of the same profile; saber judge agree)",
     )
     # the supervised child (saber_cli.supervise): run the build itself, as run --run-id of the
     # supervisor --supervisor, logging to --log; --reap: end the run of a worker whose
@@ -207,7 +214,12 @@ def _build(args: argparse.Namespace) -> int:
     if not args.worker:
         from saber_cli.supervise import supervise_build
 
-        return supervise_build(args.profile, args.debug)
+        status = supervise_build(args.profile, args.debug)
+        if status == 0 and args.reference_home:
+            from saber_cli.reference import agree_with_reference
+
+            return agree_with_reference(args.profile, args.reference_home)
+        return status
     from saber_cli.worker import run_worker, watch_supervisor
 
     watch_supervisor(args)  # first, before the heavy imports of the build

@@ -6,6 +6,7 @@ import polars as pl
 
 from saber_assets.export.report import judge_warning, ratings_plot, report_markdown, signals_plot
 from saber_assets.export.writer import write_export, write_manifest
+from saber_core.validity.triage_round import triage_counts
 from saber_resources.config import BuildConfig, PlanReads, unwrap
 from saber_resources.embeddings.embedder import model_identity
 from saber_resources.judges import PairwiseJudge
@@ -92,9 +93,25 @@ def _report_items(plan: PlanReads, store: DuckDBStore, provenance: dict) -> list
         ("tournament", "rounds", str(t.rounds)),
         ("tournament", "judgments", str(judgments.height)),
         ("tournament", "dropped", str(judgments["outcome"].null_count())),
+        *_triage_items(plan, judgments),
         ("ratings", "Bradley–Terry", f"{r.fit}, {'soft' if r.soft else 'hard'} outcomes, C {r.c}"),
         *[("ratings", f"mean rating ({g})", f"{m:.3f}") for g, m in by_group.rows()],
         *[("judge", k, "" if v is None else v) for k, v in provenance.items()],
+    ]
+
+
+def _triage_items(plan: PlanReads, judgments: pl.DataFrame) -> list[tuple]:
+    """With ``tournament.triage`` on: pairs the grades decided, pairs judged, calls saved."""
+    t = plan.tournament
+    if t.triage == "off":
+        return []
+    n = triage_counts(judgments, t.calls_per_judgment)
+    share = n["n_decided_by_triage"] / judgments.height if judgments.height else 0.0
+    return [
+        ("tournament", "triage", f"{t.triage} on grades of {t.pointwise_judge}"),
+        ("tournament", "pairs decided by triage", str(n["n_decided_by_triage"])),
+        ("tournament", "pairs judged", str(n["n_judged"])),
+        ("tournament", "judge calls saved", f"{n['judge_calls_saved_by_triage']} ({share:.0%})"),
     ]
 
 

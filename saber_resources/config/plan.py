@@ -313,6 +313,25 @@ def chosen_c(config: BuildConfig) -> float:
     return c
 
 
+def _check_triage(config: BuildConfig) -> None:
+    """``tournament.triage`` needs grades (``tournament.pointwise_judge``) and sane cuts."""
+    t = config.tournament
+    if t.triage != "off" and not t.pointwise_judge:
+        raise conflict(
+            config,
+            "tournament.triage",
+            "tournament.pointwise_judge",
+            "triage decides pairs from pointwise grades: name a grader (e.g. st:minilm)",
+        )
+    if t.triage == "band" and not t.triage_low <= t.triage_high:
+        raise conflict(config, "tournament.triage_low", "tournament.triage_high", "need low ≤ high")
+    if t.triage == "calibrated" and not 0.0 < t.triage_threshold <= 0.5:
+        raise PlanError(
+            f"{_name(config, 'tournament.triage_threshold')}: must lie in (0, 0.5] "
+            f"(|p − ½| ≥ threshold decides a pair), got {t.triage_threshold}"
+        )
+
+
 def _rules(config: BuildConfig, pairing: str, presentation: str, seed: int, c: float) -> RoundRules:
     """The round rules, with only what decides the chosen pairing's pairs set."""
     t, r = config.tournament, config.rating
@@ -424,6 +443,7 @@ def resolve_plan(config: BuildConfig) -> BuildPlan:
     presentation = _presentation(config, pairing, fixes)
     fit = _fit(config, fixes)
     c = chosen_c(config)
+    _check_triage(config)
     t = config.tournament
     policy = SWISS_SEED if pairing == "published_swiss" else config.seed
     seed = t.seed if t.seed is not None else policy

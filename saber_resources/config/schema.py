@@ -143,7 +143,11 @@ class TournamentSettings(dg.Config):
     ``seeded_random`` (one call, seeded random order per pair); "" = both orders for the LLM judge
     of a platform pairing, else pool order. ``seed``: None = the seed policy (42 under
     ``published_swiss``, as published; else the build's ``seed``). ``adaptive_*``: the top-focused
-    tournament (``rounds`` is then its most rounds).
+    tournament (``rounds`` is then its most rounds). ``pointwise_judge``: a retriever spec of the
+    registry (``st:minilm``, ``seqcls:…``, ``yesno:<profile>``, …) whose scores grade every pool
+    candidate (asset ``pointwise_grades``). ``triage``: ``band`` or ``calibrated`` sends to the
+    pairwise judge only the pairs the grades do not decide confidently (docs/validity.md
+    "Triage in the build"; needs ``pointwise_judge``).
     """
 
     judge: Literal["embedding", "lexical", "llm"] = "embedding"  # MiniLM, token overlap or LLM
@@ -157,6 +161,11 @@ class TournamentSettings(dg.Config):
     adaptive_stop_ndcg: float = 0.9  # a query stops at this posterior nDCG@10
     adaptive_min_weight: float = 0.02  # pairs below this weight are not played
     adaptive_draws: int = 200  # posterior draws per round
+    pointwise_judge: str = ""  # retriever spec grading every pool candidate ('' = none)
+    triage: Literal["off", "band", "calibrated"] = "off"  # pairs the grades decide skip the judge
+    triage_low: float = 0.5  # band rule: a grade below this is confidently irrelevant
+    triage_high: float = 1.5  # band rule: a grade at or above this is confidently relevant
+    triage_threshold: float = 0.4  # calibrated rule: decided when |p − ½| ≥ this
 
 
 class RatingSettings(dg.Config):

@@ -23,7 +23,7 @@ STAGES = {
     "inputs": ["corpus", "ontology"],
     "annotation": ["summaries", "topic_annotations"],
     "discovery": ["queries", "topic_similarity", "summary_similarity", "candidate_pools"],
-    "tournament": ["judgments", "bt_ratings"],
+    "tournament": ["pointwise_grades", "judgments", "bt_ratings"],
     "validity": ["rating_intervals", "recipe_sensitivity", "validity_report"],
     "export": ["benchmark_export", "build_manifest", "build_report"],
     "evaluation": ["retriever_runs", "leaderboard"],
