@@ -21,7 +21,7 @@ from saber_eval.loading import load_benchmark
 from saber_eval.registry import load_registry
 from saber_eval.retrievers import ENGINES, retriever_factory
 from saber_eval.runner import evaluate_specs
-from saber_resources.config import BuildConfig, load_build_config
+from saber_resources.config import BuildConfig, BuildPlan, load_build_config
 from saber_resources.factory import BACKENDS, JUDGES
 from saber_resources.llm.base import LLMBackend
 from saber_resources.store.database import DuckDBStore
@@ -124,7 +124,7 @@ class AlwaysFirstBackend(LLMBackend):
     answer: str = "1"
 
     @classmethod
-    def from_plan(cls, plan):
+    def from_plan(cls, plan: BuildPlan) -> "AlwaysFirstBackend":
         USED["from_plan"] += 1
         return cls(answer="1")
 
@@ -171,15 +171,14 @@ def test_an_unregistered_backend_is_one_line_naming_the_known_ones(tmp_path):
 def rating_spread(
     context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
 ) -> dg.MaterializeResult:
-    """The spread of every query's ratings (their standard deviation) and the pool size."""
-    plan = build.reads()
-    pool_size = plan.pools.config.pool_size  # a setting read through the plan: fingerprinted
+    """Every query's rating spread (and the pool size it was computed for)."""
+    plan = build.reads()  # every setting read through it is fingerprinted
+    pool_size = plan.pools.config.pool_size
 
     def compute() -> StageOutput:
-        ratings = store.read_table("bt_ratings")
+        ratings = store.read_table("bt_ratings")  # a table of a dep
         spread = ratings.group_by("query_id").agg(pl.col("rating").std().alias("spread"))
-        table = spread.with_columns(pool_size=pl.lit(pool_size)).sort("query_id")
-        return StageOutput({"rating_spread": table})
+        return StageOutput({"rating_spread": spread.with_columns(pool_size=pl.lit(pool_size))})
 
     return materialize_stage(context, store, plan, compute=compute)
 
