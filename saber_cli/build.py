@@ -13,6 +13,7 @@ import polars as pl
 from saber_assets.definitions import BUILD_JOB, build_definitions
 from saber_cli.dagster_home import saber_instance
 from saber_resources.config import BuildConfig
+from saber_resources.factory import make_backend
 from saber_resources.llm.base import LLMBackend
 from saber_resources.store.build_lock import build_lock
 from saber_resources.store.database import DuckDBStore
@@ -33,7 +34,9 @@ def run_build(
     ``notice`` the lock's messages (:func:`saber_resources.store.build_lock.build_lock`).
     With SLURM execution, the run's allocations are released when the job ends (also when it
     failed, not when it was interrupted: ``saber build``'s supervisor cancels those) and what
-    its jobs cost is recorded in ``slurm_run_costs``."""
+    its jobs cost is recorded in ``slurm_run_costs``. ``backend`` replaces the plan's LLM backend
+    (tests); either way the one backend is preflighted (:func:`check_engine`) and built with."""
+    backend = backend or make_backend(build.plan())
     check_engine(build, backend)
     job = build_definitions(build, backend).resolve_job_def(BUILD_JOB)
     run_id = run_id or str(uuid.uuid4())
@@ -52,24 +55,17 @@ def run_build(
                 finish_slurm(build, run_id)
 
 
-def check_engine(build: BuildConfig, backend: LLMBackend | None) -> None:
-    """Before any stage: an engine that runs here in its own environment (vLLM under
-    ``execution: local``) must have that environment and its model folder, else
-    ``EngineServerError`` with the fix (nothing is written)."""
+def check_engine(build: BuildConfig, backend: LLMBackend) -> None:
+    """Before any stage, when an LLM stage runs here (``execution: local``): the build's backend
+    checks what it can (:meth:`LLMBackend.preflight`: vLLM's environment and model folder, else
+    ``EngineServerError`` with the fix; nothing is written)."""
     uses_llm = "llm" in (
         build.annotation.summaries,
         build.annotation.topics,
         build.tournament.judge,
     )
-    if build.execution != "local" or not uses_llm:
-        return
-    if backend is None and build.llm.backend == "vllm":
-        from saber_resources.factory import make_backend
-
-        backend = make_backend(build.plan())
-    preflight = getattr(backend, "preflight", None)
-    if preflight is not None:
-        preflight()
+    if build.execution == "local" and uses_llm:
+        backend.preflight()
 
 
 def finish_slurm(build: BuildConfig, run_id: str) -> dict | None:

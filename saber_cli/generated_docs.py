@@ -15,7 +15,7 @@ import pydantic
 
 from saber_cli.catalog import METHODS, asset_map, markers
 from saber_resources.config.loading import LEGACY, LEGACY_FLAT, RENAMED, SECTION_PREFIX
-from saber_resources.config.schema import SECTIONS, BuildConfig
+from saber_resources.config.schema import SECTIONS, BuildConfig, Registered
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGURATION = ROOT / "docs" / "configuration.md"
@@ -47,7 +47,11 @@ def _comments(cls: type) -> dict[str, str]:
     return out
 
 
-def _type(annotation: typing.Any) -> str:
+def _type(field: pydantic.fields.FieldInfo) -> str:
+    for check in field.metadata:  # a name of a registry table: its names today
+        if isinstance(getattr(check, "func", None), Registered):
+            return f"one of {check.func.names()}"
+    annotation = field.annotation
     text = getattr(annotation, "__name__", None) if not typing.get_args(annotation) else None
     text = text or str(annotation).replace("typing.", "")
     text = text.replace("NoneType", "None").replace("Literal", "one of ")
@@ -75,7 +79,7 @@ def _rows(section: str | None, cls: type) -> list[str]:
         flat = _flat(section, name).upper()
         dotted = f"{section}.{name}" if section else name
         rows.append(
-            f"| `{dotted}` | `SABER_{flat}` | {_type(field.annotation)} | {_default(field)} "
+            f"| `{dotted}` | `SABER_{flat}` | {_type(field)} | {_default(field)} "
             f"| {doc.replace('|', '/')} |"
         )
     return rows

@@ -14,6 +14,10 @@ NaN when the judgment is dropped, with the raw answer and the drop reason kept f
   averages the two to cancel position bias. ``both_orders=False`` is the published method: one
   order, candidates in id order. A sampled call (temperature > 0: the retry, a probe) is
   seeded per call (:func:`sampling_seed`), so the draws of a batch are independent.
+
+A judge the configuration can name (``tournament.judge``) sets
+:attr:`PairwiseJudge.config_name` and builds itself from the plan (:meth:`PairwiseJudge.from_plan`):
+``saber_resources.factory.JUDGES`` is the table.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, ClassVar, Literal, Self
 
 import dagster as dg
 import numpy as np
@@ -36,8 +40,11 @@ from saber_core.signals.jaccard import TOKENIZER_VERSION, build_token_matrix
 from saber_resources.embeddings.embedder import default_embedder_path, embed_texts
 from saber_resources.llm.base import LLMBackend
 from saber_resources.llm.cache import CachedLLM, CallStats, Dispatch
-from saber_resources.llm.prompts import load_prompt
+from saber_resources.llm.prompts import load_prompt, prompt_source
 from saber_resources.store.database import DuckDBStore, stable_hash
+
+if TYPE_CHECKING:
+    from saber_resources.config import BuildPlan
 
 PROVENANCE_COLUMNS = (
     "judge_kind",
@@ -71,6 +78,14 @@ class JudgeOutput:
 
 class PairwiseJudge(dg.ConfigurableResource, ABC):
     """A pairwise judge over aligned lists of (query, first, second) texts."""
+
+    config_name: ClassVar[str] = ""  # the ``tournament.judge`` value naming it (key in JUDGES)
+
+    @classmethod
+    def from_plan(cls, plan: BuildPlan, backend: LLMBackend | None) -> Self:
+        """The judge of ``plan.tournament`` (``backend``: the build's LLM backend; default: a
+        judge without settings)."""
+        return cls()
 
     @abstractmethod
     def judge(
@@ -127,9 +142,16 @@ class BoundJudge:
 class EmbeddingJudge(PairwiseJudge):
     """Transparent embedding judge: sigmoid of the cosine margin, temperature ``temperature``."""
 
+    config_name: ClassVar[str] = "embedding"
+
     model_path: str = ""
     temperature: float = 0.05
     cache_path: str = ""  # the SABER home's embedding cache: steps in other processes share it
+
+    @classmethod
+    def from_plan(cls, plan: BuildPlan, backend: LLMBackend | None) -> Self:
+        """MiniLM through the SABER home's embedding cache."""
+        return cls(cache_path=str(plan.paths.embedding_cache))
 
     def judge(
         self,
@@ -177,6 +199,8 @@ class LexicalJudge(PairwiseJudge):
     for labels (it favours the lexical retrievers it resembles).
     """
 
+    config_name: ClassVar[str] = "lexical"
+
     temperature: float = 0.02
 
     def judge(
@@ -221,6 +245,8 @@ class LexicalJudge(PairwiseJudge):
 class LLMJudge(PairwiseJudge):
     """The pairwise LLM judge (prompt ``judge``), cached, strictly parsed, optionally debiased."""
 
+    config_name: ClassVar[str] = "llm"
+
     backend: LLMBackend
     prompt: str = "judge"
     mode: Literal["choice", "generate"] = "choice"
@@ -229,6 +255,19 @@ class LLMJudge(PairwiseJudge):
     temperature: float = 0.0
     retry_temperature: float = 0.7
     seed: int = 0
+
+    @classmethod
+    def from_plan(cls, plan: BuildPlan, backend: LLMBackend | None) -> Self:
+        """The build's backend with the plan's prompt, mode, presentation and token budget."""
+        t = plan.tournament
+        return cls(
+            backend=backend,
+            prompt=prompt_source("judge", plan.inputs.prompts_dir),
+            mode=t.judge_mode,
+            both_orders=t.presentation == "both_orders",
+            max_tokens=t.judge_max_tokens,
+            seed=plan.seed,
+        )
 
     def _requests(self, triples: list[tuple[str, str, str]], seed: int, temperature: float):
         """One request per triple; a sampled one (temperature > 0) gets its own seed

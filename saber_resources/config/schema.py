@@ -13,9 +13,10 @@ resolved :class:`~saber_resources.config.plan.BuildPlan`, never these raw values
 from __future__ import annotations
 
 import typing
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import dagster as dg
 import pydantic
@@ -26,6 +27,31 @@ from saber_resources.store.paths import SaberPaths
 if TYPE_CHECKING:
     from saber_resources.config.plan import BuildPlan
     from saber_resources.config.reads import PlanReads
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A setting naming a class of a table of :mod:`saber_resources.factory` (``BACKENDS``,
+    ``JUDGES``), checked against the table when a config is validated (a class registered after
+    import is a valid name: docs/extending.md)."""
+
+    table: str
+
+    def names(self) -> list[str]:
+        """The table's names, sorted."""
+        from saber_resources import factory  # at validation time: the tables import the LLM code
+
+        return sorted(getattr(factory, self.table))
+
+    def __call__(self, name: str) -> str:
+        """``name`` if registered, else ``ValueError`` naming the registered ones."""
+        if name not in self.names():
+            raise ValueError(f"unknown name {name!r}; known: {', '.join(self.names())}")
+        return name
+
+
+BackendName = Annotated[str, pydantic.AfterValidator(Registered("BACKENDS"))]
+JudgeName = Annotated[str, pydantic.AfterValidator(Registered("JUDGES"))]
 
 
 class InputSettings(dg.Config):
@@ -53,7 +79,7 @@ class AnnotationSettings(dg.Config):
 class LLMSettings(dg.Config):
     """The LLM backend behind every LLM stage (``SABER_LLM_<FIELD>``)."""
 
-    backend: Literal["embedded", "openai", "vllm"] = "embedded"  # the engine behind LLM stages
+    backend: BackendName = "embedded"  # the engine behind LLM stages
     model: str = ""  # model id or folder (vllm, openai; the embedded backend has its own)
     base_url: str = ""  # API root of an OpenAI-compatible server (openai)
     tensor_parallel: int = 1  # GPUs per model (vllm)
@@ -150,7 +176,7 @@ class TournamentSettings(dg.Config):
     "Triage in the build"; needs ``pointwise_judge``).
     """
 
-    judge: Literal["embedding", "lexical", "llm"] = "embedding"  # MiniLM, token overlap or LLM
+    judge: JudgeName = "embedding"  # MiniLM, token overlap or LLM
     judge_mode: Literal["choice", "generate"] = "choice"  # constrained choice or free reasoning
     judge_max_tokens: int = 4096  # token budget of one generated verdict
     presentation: Literal["", "pool_order", "both_orders", "seeded_random"] = ""  # see above

@@ -5,7 +5,9 @@ The request and result types and the engines themselves are Dagster-free
 by :meth:`LLMBackend.engine_spec`, so the SLURM payload and the LLM server build the very same
 engine on a compute node. :class:`EngineBackend` delegates to the engine it names (built once per
 process and configuration); a backend answering in the Dagster process itself (the
-OpenAI-compatible HTTP client, test fakes) implements ``generate`` directly.
+OpenAI-compatible HTTP client, test fakes) implements ``generate`` directly. A backend the
+configuration can name (``llm.backend``) sets :attr:`LLMBackend.config_name` and builds itself
+from the plan (:meth:`LLMBackend.from_plan`): ``saber_resources.factory.BACKENDS`` is the table.
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ import json
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import dagster as dg
 
 from saber_compute.llm.interface import LLMRequest, LLMResult, build_engine
+
+if TYPE_CHECKING:
+    from saber_resources.config import BuildPlan
 
 SECRET_HINTS = ("key", "secret", "token", "password")
 _ENGINES: dict[tuple[str, str], Any] = {}
@@ -27,6 +32,17 @@ _ENGINES_LOCK = threading.Lock()
 
 class LLMBackend(dg.ConfigurableResource, ABC):
     """A batch LLM backend. Implementations: vLLM offline, OpenAI-compatible HTTP, embedded."""
+
+    config_name: ClassVar[str] = ""  # the ``llm.backend`` value naming it (its key in BACKENDS)
+
+    @classmethod
+    def from_plan(cls, plan: BuildPlan) -> Self:
+        """The backend of ``plan.llm`` (default: one without settings)."""
+        return cls()
+
+    def preflight(self) -> None:
+        """Before any stage, check what can be checked without loading a model (environment,
+        model folder, settings); raise with the fix. Default: nothing to check."""
 
     @abstractmethod
     def generate(self, requests: Sequence[LLMRequest]) -> list[LLMResult]:

@@ -12,6 +12,7 @@ class EmbeddedBackend(EngineBackend):
     """Gemma 3 270M on CPU through transformers; batched; constrained choices by scoring."""
 
     ENGINE: ClassVar[str] = "saber_compute.llm.embedded:EmbeddedEngine"
+    config_name: ClassVar[str] = "embedded"
 
     cache_dir: str = ""
     batch_size: int = 8

@@ -23,6 +23,7 @@ import email.utils
 import http.client
 import json
 import math
+import os
 import random
 import time
 import urllib.error
@@ -32,7 +33,7 @@ import zlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import dagster as dg
 from pydantic import Field
@@ -40,6 +41,10 @@ from pydantic import Field
 from saber_compute.llm.interface import LLMRequest, LLMResult, parting_choice_logprobs
 from saber_resources.llm.base import LLMBackend
 
+if TYPE_CHECKING:
+    from saber_resources.config import BuildPlan
+
+API_KEY_ENV = "SABER_API_KEY"
 GUIDED_CHOICE_FORMATS = ("structured_outputs", "guided_choice")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 _SNIPPET_CHARS = 200
@@ -151,6 +156,7 @@ def _choice_logprobs(choice: dict, request: LLMRequest) -> dict[str, float] | No
 class OpenAICompatibleBackend(LLMBackend):
     """Chat completions over HTTP with bounded concurrency, timeouts and retries."""
 
+    config_name: ClassVar[str] = "openai"
     base_url: str = Field(description="API root, e.g. http://127.0.0.1:8000/v1")
     model: str = Field(description="Model name as the server knows it")
     api_key: str = Field(
@@ -172,6 +178,22 @@ class OpenAICompatibleBackend(LLMBackend):
         description='"structured_outputs" (vLLM >= 0.12) or "guided_choice" (older vLLM)',
     )
     top_logprobs: int = Field(default=5, description="top_logprobs asked for when logprobs")
+
+    @classmethod
+    def from_plan(cls, plan: BuildPlan) -> Self:
+        """The server of ``plan.llm`` (the key only as ``dg.EnvVar(SABER_API_KEY)``, when set)."""
+        llm = plan.llm
+        return cls(
+            base_url=llm.base_url,
+            model=llm.model,
+            api_key=dg.EnvVar(API_KEY_ENV) if os.environ.get(API_KEY_ENV) else "",
+            max_concurrency=llm.max_concurrency,
+            reasoning_effort=llm.reasoning_effort,
+        )
+
+    def preflight(self) -> None:
+        """The settings make requests (an http(s) URL, a model, sane limits): ``ValueError``."""
+        self._check_config()
 
     def identity(self) -> dict[str, str]:
         """Backend, model and the credential-free base URL (+ reasoning effort when set)."""

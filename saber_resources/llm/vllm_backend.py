@@ -13,15 +13,18 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from pydantic import Field
 
-from saber_compute.llm.embedded import convert_packaged_model, packaged_model_folder
+from saber_compute.llm.embedded import STOP_STRINGS, convert_packaged_model, packaged_model_folder
 from saber_compute.llm.interface import LLMRequest, LLMResult
 from saber_compute.llm.vllm_offline import VLLM_VERSION
 from saber_resources.llm.base import EngineBackend
 from saber_resources.llm.engine_server import EngineServerError, LocalEngineServer
+
+if TYPE_CHECKING:
+    from saber_resources.config import BuildPlan
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ENV_VAR = "SABER_VLLM_ENV"
@@ -38,6 +41,7 @@ class VLLMBackend(EngineBackend):
     """vLLM offline ``LLM.chat``, batched by sampling parameters, prefix caching on."""
 
     ENGINE: ClassVar[str] = "saber_compute.llm.vllm_offline:VLLMEngine"
+    config_name: ClassVar[str] = "vllm"
 
     model: str = Field(description="Hugging Face model id or local folder")
     tensor_parallel_size: int = Field(default=1, description="GPUs per model (tensor parallel)")
@@ -62,6 +66,31 @@ class VLLMBackend(EngineBackend):
     home: str = Field(default=".saber", description="SABER home (the local server's folder)")
     idle_timeout: float = Field(default=600.0, description="Local server: idle seconds to exit")
     kv_cache_gib: int = Field(default=1, description="CPU KV cache GiB (VLLM_CPU_KVCACHE_SPACE)")
+
+    @classmethod
+    def from_plan(cls, plan: BuildPlan) -> Self:
+        """The model of ``plan.llm``; no model: the packaged Gemma 3 270M on this machine's CPU
+        (a base model: the embedded engine's plain-text prompts and stop strings)."""
+        llm, home = plan.llm, str(plan.paths.home)
+        if not llm.model:
+            return cls(
+                model=str(packaged_model_folder()),
+                max_model_len=llm.max_model_len or 2048,
+                enforce_eager=True,
+                block_size=32,
+                stop=list(STOP_STRINGS),
+                chat_template="plain",
+                seed=plan.seed,
+                home=home,
+            )
+        return cls(
+            model=llm.model,
+            tensor_parallel_size=llm.tensor_parallel,
+            reasoning_effort=llm.reasoning_effort,
+            max_model_len=llm.max_model_len or None,
+            seed=plan.seed,
+            home=home,
+        )
 
     def engine_spec(self) -> tuple[str, dict[str, Any]]:
         """The engine class and its config (without the local server's launch settings)."""

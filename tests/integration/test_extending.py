@@ -1,17 +1,31 @@
 """The recipes of docs/extending.md followed literally."""
 
+import shutil
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
+import dagster as dg
 import numpy as np
+import polars as pl
 import pytest
 from test_eval_data import write_tiny_benchmark
 
+from saber_assets.definitions import build_definitions, with_stage_versions
+from saber_cli.build import run_build
+from saber_compute.llm.interface import LLMRequest, LLMResult
 from saber_eval.benchmark import MAIN_SETTING
 from saber_eval.engines.base import EngineError, Retriever, Task, batched, parse_options
 from saber_eval.loading import load_benchmark
 from saber_eval.registry import load_registry
 from saber_eval.retrievers import ENGINES, retriever_factory
 from saber_eval.runner import evaluate_specs
+from saber_resources.config import BuildConfig, BuildPlan, load_build_config
+from saber_resources.factory import BACKENDS, JUDGES
+from saber_resources.llm.base import LLMBackend
+from saber_resources.store.database import DuckDBStore
+from saber_runtime.stage import StageOutput, materialize_stage
 
 
 @dataclass(frozen=True)
@@ -84,3 +98,118 @@ def test_an_unregistered_engine_or_option_is_one_line_naming_it(tmp_path, monkey
     make = retriever_factory(None, registry=load_registry(registry_file))
     with pytest.raises(EngineError, match=r"unknown option\(s\) \['wieght'\]; known: \['weight'\]"):
         make("my-model")
+
+
+def test_the_schema_allows_exactly_the_registered_backends_and_judges(tmp_path):
+    for name, cls in BACKENDS.items():
+        assert cls.config_name == name
+        assert load_build_config("tiny", home=str(tmp_path), llm_backend=name).llm.backend == name
+    for name, cls in JUDGES.items():
+        assert cls.config_name == name
+        assert load_build_config("tiny", home=str(tmp_path), judge=name).tournament.judge == name
+    with pytest.raises(ValueError, match=r"unknown name 'nope'; known: embedded, openai, vllm"):
+        load_build_config("tiny", home=str(tmp_path), llm_backend="nope")
+    with pytest.raises(ValueError, match=r"unknown name 'nope'; known: embedding, lexical, llm"):
+        load_build_config("tiny", home=str(tmp_path), judge="nope")
+
+
+# ----------------------------------------------------------------------------- a judge backend
+USED: Counter = Counter()
+
+
+class AlwaysFirstBackend(LLMBackend):
+    """A toy LLM backend: the first candidate wins every judge request (the answer "1")."""
+
+    config_name: ClassVar[str] = "always-first"
+    answer: str = "1"
+
+    @classmethod
+    def from_plan(cls, plan: BuildPlan) -> "AlwaysFirstBackend":
+        USED["from_plan"] += 1
+        return cls(answer="1")
+
+    def identity(self) -> dict[str, str]:
+        return {"backend": "always-first", "model": "none"}
+
+    def generate(self, requests: Sequence[LLMRequest]) -> list[LLMResult]:
+        USED["requests"] += len(requests)
+        return [LLMResult(text=self.answer, response_id=f"r{USED['requests']}") for _ in requests]
+
+    def preflight(self) -> None:
+        USED["preflight"] += 1
+
+
+def test_a_judge_backend_registered_by_the_recipe_judges_a_build(tmp_path, monkeypatch):
+    monkeypatch.setitem(BACKENDS, AlwaysFirstBackend.config_name, AlwaysFirstBackend)  # step 2
+    USED.clear()
+    build = load_build_config(  # step 3: the schema takes any registered name
+        "tiny",
+        home=str(tmp_path / "home"),
+        llm_backend="always-first",
+        judge="llm",
+        presentation="pool_order",
+    )
+    assert run_build(build, dg.DagsterInstance.ephemeral()).success
+    # the backend is made once, preflighted once, and asked every judge request
+    assert (USED["from_plan"], USED["preflight"]) == (1, 1) and USED["requests"] > 0
+    store = DuckDBStore(database=str(build.database_path))
+    calls = store.read_table("llm_calls")  # every answer it gave, paid once
+    assert calls.height == USED["requests"] and set(calls["text"]) == {"1"}
+    assert set(calls["backend"]) == {"always-first"}
+    judgments = store.read_table("judgments")  # the first candidate shown won every judgment
+    assert set(judgments["raw"]) == {"1"} and (judgments["outcome"] == 1.0).all()
+    assert set(judgments["judge_backend"]) == {"always-first"}
+
+
+def test_an_unregistered_backend_is_one_line_naming_the_known_ones(tmp_path):
+    with pytest.raises(ValueError, match=r"llm.backend\n.*unknown name 'always-first'"):
+        load_build_config("tiny", home=str(tmp_path), llm_backend="always-first")
+
+
+# ----------------------------------------------------------------------------- an asset
+@dg.asset(group_name="validity", deps=["bt_ratings"])
+def rating_spread(
+    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+) -> dg.MaterializeResult:
+    """Every query's rating spread (and the pool size it was computed for)."""
+    plan = build.reads()  # every setting read through it is fingerprinted
+    pool_size = plan.pools.config.pool_size
+
+    def compute() -> StageOutput:
+        ratings = store.read_table("bt_ratings")  # a table of a dep
+        spread = ratings.group_by("query_id").agg(pl.col("rating").std().alias("spread"))
+        return StageOutput({"rating_spread": spread.with_columns(pool_size=pl.lit(pool_size))})
+
+    return materialize_stage(context, store, plan, compute=compute)
+
+
+def test_an_asset_added_by_the_recipe_materializes_and_is_reused(tiny_build, tmp_path):
+    built, _, _ = tiny_build
+    home = tmp_path / "home"
+    shutil.copytree(built.home_path, home)
+    build = load_build_config("tiny", home=str(home))
+    defs = build_definitions(build)
+    # step 2: the asset appended to the assets build_definitions versions and returns
+    assets = with_stage_versions([*defs.assets, rating_spread], build.plan())
+    store = DuckDBStore(database=str(build.database_path))
+
+    def materialize() -> bool:
+        result = dg.materialize(
+            assets,
+            selection=[rating_spread.key],
+            resources=defs.resources,
+            instance=dg.DagsterInstance.ephemeral(),
+        )
+        (event,) = result.asset_materializations_for_node("rating_spread")
+        return event.metadata["reused"].value
+
+    assert materialize() is False
+    ratings = store.read_table("bt_ratings")
+    expected = {
+        q: float(np.std(ratings.filter(pl.col("query_id") == q)["rating"].to_numpy(), ddof=1))
+        for q in ratings["query_id"].unique()
+    }
+    table = store.read_table("rating_spread")
+    assert dict(zip(table["query_id"], table["spread"], strict=True)) == pytest.approx(expected)
+    assert set(table["pool_size"]) == {build.plan().pools.config.pool_size}
+    assert materialize() is True  # nothing it read changed: its stored table is reused
