@@ -256,7 +256,16 @@ def test_each_asset_declares_exactly_the_assets_whose_tables_it_reads(tmp_path, 
     monkeypatch.setattr(DuckDBStore, "read_table", recorded_table)
     monkeypatch.setattr(DuckDBStore, "figures_of", recorded_figures)
     monkeypatch.setattr(DuckDBStore, "versions_of", recorded_versions)
-    build = load_build_config("tiny", home=str(tmp_path), recipe_queries=2)
+    # every optional reader on: the pointwise grades and triage (the rounds read the grades),
+    # style control (bt_ratings reads the texts the judge saw)
+    build = load_build_config(
+        "tiny",
+        home=str(tmp_path),
+        recipe_queries=2,
+        style_control=True,
+        pointwise_judge="st:minilm",
+        triage="calibrated",
+    )
     defs = build_definitions(build)
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("retrievers", ["bm25"])  # every asset, one retriever
