@@ -35,10 +35,10 @@ from saber_eval.engines.base import (
     Retriever,
     Task,
     batched,
-    cosine,
     local_model,
     parse_options,
 )
+from saber_eval.engines.bi_encoders import CachedBiEncoder
 from saber_eval.registry import RetrieverEntry
 from saber_resources.embeddings.cache import EmbeddingCache
 
@@ -180,7 +180,7 @@ class VLLMRetriever(Retriever):
             self._worker = None
 
 
-class VLLMEmbedRetriever(VLLMRetriever):
+class VLLMEmbedRetriever(VLLMRetriever, CachedBiEncoder):
     """``LLM.embed`` behind the embedding cache: score = cos(e_q, e_d)."""
 
     engine = "vllm-embed"
@@ -211,24 +211,12 @@ class VLLMEmbedRetriever(VLLMRetriever):
         ]
         return np.asarray([v for batch in vectors for v in batch], dtype=np.float32)
 
-    def prepare(self, tasks: Sequence[Task]) -> None:
-        """Preload cached vectors; start the worker when a text is missing."""
-        texts = [t for task in tasks for t in (task.query, *task.documents)]
-        self.cache.preload(self.model_id, texts)
-        if not all(self.cache.has(self.model_id, t) for t in texts):
-            self.worker()
-
-    def score(self, task: Task) -> tuple[np.ndarray, float]:
-        """cos(e_q, e_d) of the cached or freshly embedded texts."""
-        vectors, charged = self.cache.embed(
-            self.model_id, [task.query, *task.documents], self._encode
-        )
-        return cosine(vectors), charged
+    def _load(self) -> None:
+        self.worker()
 
     def finish(self) -> dict[str, Any]:
         """Flush new vectors; the model and engine."""
-        written = self.cache.flush()
-        return {**self.notes(), "cache_written": written, "cache_path": str(self.cache.path)}
+        return {**self.notes(), **super().finish()}
 
 
 class VLLMScoreRetriever(VLLMRetriever):
