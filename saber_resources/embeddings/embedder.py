@@ -5,6 +5,14 @@ once per SABER home: the vectors are stored in the embedding cache
 (:class:`saber_resources.embeddings.cache.EmbeddingCache`, keyed by model identity and exact
 text), so the steps of a multiprocess Dagster run — and ``saber eval`` — share them instead of
 loading the model and encoding again. The model is loaded only when some text is missing.
+
+Each text is encoded alone (a batch of one, no padding), so its vector is a function of the text
+only: batched encoding pads a text to its batch's longest member, and the padded matrix products
+round differently (about 1e-7), so a resumed or multiprocess build, which encodes other subsets,
+would judge a near-tie pair differently. The cache identity says so (:func:`cache_identity`):
+vectors batched by the evaluation's bi-encoders are never served here. The model runs on the CPU
+on every machine for the same reason (a GPU rounds differently); the evaluation's bi-encoders,
+timed and batched, take ``device: auto``.
 """
 
 from __future__ import annotations
@@ -36,6 +44,11 @@ def model_identity(model_path: str = "") -> str:
     return f"path:{Path(model_path).expanduser().resolve()}"
 
 
+def cache_identity(model_path: str = "") -> str:
+    """The embedding-cache key of this module's vectors: the model's identity, encoded alone."""
+    return f"{model_identity(model_path)}#one-text-per-pass"
+
+
 @lru_cache(maxsize=2)
 def _sentence_model(path: str):
     from sentence_transformers import SentenceTransformer
@@ -43,22 +56,23 @@ def _sentence_model(path: str):
     return SentenceTransformer(path, device="cpu")
 
 
-def embed_texts(
-    texts: list[str], model_path: str = "", batch_size: int = 64, cache_path: str = ""
-) -> np.ndarray:
-    """Unit-normalised float32 embeddings (n, d); ``model_path`` empty = the packaged MiniLM;
-    ``cache_path`` = an embedding cache file shared across processes ("" = memory only)."""
+def embed_texts(texts: list[str], model_path: str = "", cache_path: str = "") -> np.ndarray:
+    """Unit-normalised float32 embeddings (n, d), each text encoded alone; ``model_path`` empty
+    = the packaged MiniLM; ``cache_path`` = an embedding cache file shared across processes
+    ("" = memory only)."""
     path = model_path or default_embedder_path()
-    identity = model_identity(model_path)
+    identity = cache_identity(model_path)
     missing = list(dict.fromkeys(t for t in texts if (identity, t) not in _EMBEDDINGS))
     if missing:
         cache = EmbeddingCache(cache_path or None)
         cache.preload(identity, missing)
 
         def encode(batch: list[str]) -> np.ndarray:
-            return _sentence_model(path).encode(
-                batch, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False
-            )
+            model = _sentence_model(path)
+            alone = [
+                model.encode([t], normalize_embeddings=True, show_progress_bar=False) for t in batch
+            ]
+            return np.concatenate(alone)
 
         vectors, _ = cache.embed(identity, missing, encode)
         cache.flush()
