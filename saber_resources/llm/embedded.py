@@ -9,12 +9,13 @@ from saber_resources.llm.base import EngineBackend
 
 
 class EmbeddedBackend(EngineBackend):
-    """Gemma 3 270M on CPU through transformers; batched; constrained choices by scoring."""
+    """Gemma 3 270M on CPU through transformers; constrained choices by scoring; one request
+    per forward pass (``batch_size`` 1: an answer never depends on its batch-mates)."""
 
     ENGINE: ClassVar[str] = "saber_compute.llm.embedded:EmbeddedEngine"
     config_name: ClassVar[str] = "embedded"
 
     cache_dir: str = ""
-    batch_size: int = 8
+    batch_size: int = 1
     answer_cue: str = "\nAnswer: "
     max_prompt_tokens: int = 1536

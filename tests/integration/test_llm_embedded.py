@@ -71,8 +71,28 @@ def test_summary_and_topics_generation_parse(backend):
     assert again[0].text == results[0].text
 
 
+def test_an_answer_never_depends_on_the_requests_sent_with_it():
+    """The default engine (``batch_size`` 1): each log-prob equals, bit for bit, the one the
+    request gets alone, whatever else is in the call and in which order (a resumed stage or
+    another shard cut sends other subsets)."""
+    engine = EmbeddedBackend().engine()
+    prompt = load_prompt("judge")
+    pairs = [(NEAR, FAR), (FAR, NEAR), (SOLUTION, QUERY)]
+    requests = [
+        LLMRequest(prompt.render(query=QUERY, candidate_1=a, candidate_2=b), prompt.label,
+                   prompt.hash, f"alone{i}", max_tokens=1, choices=("1", "2"), logprobs=True)
+        for i, (a, b) in enumerate(pairs)
+    ]  # fmt: skip
+    together = engine.generate(requests)
+    reversed_ = engine.generate(requests[::-1])[::-1]
+    alone = [engine.generate([r])[0] for r in requests]
+    for a, b, c in zip(together, reversed_, alone, strict=True):
+        assert a.choice_logprobs == b.choice_logprobs == c.choice_logprobs
+
+
 def test_choice_scoring_projects_only_the_last_position(backend, monkeypatch):
-    """Only the last position reaches the LM head, and the log-probs equal full logits' exactly."""
+    """Only the last position reaches the LM head, and the log-probs equal full logits' (to
+    float32 rounding: the head's product over one position rounds unlike over all of them)."""
     tokenizer, model = backend._load()
     prompt = load_prompt("judge")
     requests = [
@@ -99,10 +119,11 @@ def test_choice_scoring_projects_only_the_last_position(backend, monkeypatch):
     results = backend.generate(requests)
     assert shapes == [(2, 1, model.config.vocab_size)]
     for row, result in enumerate(results):
-        assert result.choice_logprobs == {
+        expected = {
             c: float(reference[row, tokenizer.encode(c, add_special_tokens=False)[0]])
             for c in ("1", "2")
         }
+        assert result.choice_logprobs == pytest.approx(expected, abs=1e-4)
 
 
 @pytest.mark.e2e
