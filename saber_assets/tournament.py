@@ -12,6 +12,8 @@ from saber_assets.tables import corpus_texts, played_rounds, pool_matrix
 from saber_assets.triage import (
     RoundTriage,
     grade_pools,
+    grader_inputs,
+    grades_with_build_llm,
     no_grades,
     play_triaged,
     provenance_columns,
@@ -31,6 +33,7 @@ from saber_core.tournament.judgment_table import (
 from saber_core.validity.triage_round import triage_budget
 from saber_resources.config import BuildConfig, PlanReads
 from saber_resources.judges import PairwiseJudge
+from saber_resources.llm.base import LLMBackend
 from saber_resources.slurm import SlurmDispatch, maybe_dispatcher
 from saber_resources.store.database import DuckDBStore
 from saber_runtime.errors import fail_on_backend_errors
@@ -59,17 +62,25 @@ def with_provenance(table: pl.DataFrame, judge: PairwiseJudge) -> pl.DataFrame:
 
 @dg.asset(group_name="tournament", deps=["corpus", "queries", "candidate_pools"])
 def pointwise_grades(
-    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+    context: dg.AssetExecutionContext,
+    build: BuildConfig,
+    store: DuckDBStore,
+    llm: LLMBackend,
+    slurm: SlurmDispatch,
 ) -> dg.MaterializeResult:
     """Every pool candidate graded by the pointwise judge (``tournament.pointwise_judge``, a
-    retriever spec; no rows when it is ''), with the provenance the judgments carry."""
+    retriever spec; no rows when it is ''), with the provenance the judgments carry;
+    ``yesno:build`` grades with the build's LLM where its other LLM stages run."""
     plan = build.reads()
     spec = plan.tournament.pointwise_judge
+    own_llm = bool(spec) and grades_with_build_llm(spec)
 
     def compute() -> StageOutput:
         if not spec:
             return StageOutput({"pointwise_grades": no_grades()}, figures={"grader": ""})
-        table, notes = grade_pools(plan, store, spec, context.run.run_id)
+        execution = plan.plan.execution
+        dispatch = maybe_dispatcher(execution, slurm, context, llm, store) if own_llm else None
+        table, notes = grade_pools(plan, store, spec, context.run.run_id, llm, dispatch)
         figures = {
             "grader": spec,
             "n_grades": table.height,
@@ -78,7 +89,8 @@ def pointwise_grades(
         }
         return StageOutput({"pointwise_grades": table}, figures=figures)
 
-    return materialize_stage(context, store, plan, compute=compute, extra={"grader": spec})
+    extra = grader_inputs(spec, llm if own_llm else None)
+    return materialize_stage(context, store, plan, compute=compute, extra=extra)
 
 
 def make_round_asset(r: int) -> dg.AssetsDefinition:

@@ -4,7 +4,9 @@ the ``pointwise_grades`` asset and of the round assets when ``tournament.triage`
 The grader is a retriever of the registry (``tournament.pointwise_judge``: ``st:minilm``,
 ``seqcls:…``, ``ce:…``, ``yesno:<profile>``, ``llm:<profile>``), run on the pools in the main
 setting as the evaluation runs it (its input envelope applied; the LLM scorers through the
-build's DuckDB call cache). The triage rules are :mod:`saber_core.validity.triage_round`.
+build's DuckDB call cache). ``yesno:build`` and ``llm:build`` grade with the build's own LLM
+backend, where its other LLM stages run it (the local LLM server, or the run's SLURM
+allocation). The triage rules are :mod:`saber_core.validity.triage_round`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -28,6 +31,7 @@ from saber_core.validity.triage_round import (
 )
 from saber_eval.benchmark import MAIN_SETTING, in_memory_benchmark
 from saber_eval.engines.base import Retriever
+from saber_eval.engines.llm import BUILD_PROFILE, llm_backend_for_profile
 from saber_eval.registry import RetrieverEntry, load_registry
 from saber_eval.retrievers import retriever_factory
 from saber_eval.runner import build_tasks, run_retriever
@@ -73,11 +77,51 @@ def grader_provenance(
     )
 
 
+LLM_ENGINES = ("llm-pointwise", "llm-yesno")
+
+
+def grades_with_build_llm(spec: str) -> bool:
+    """Whether the grader ``spec`` is an LLM scorer of the build's own LLM (``yesno:build``)."""
+    entry = load_registry().get(spec)
+    return entry.engine in LLM_ENGINES and entry.model == BUILD_PROFILE
+
+
+def grader_inputs(spec: str, llm: Any = None) -> dict[str, Any]:
+    """What the grades depend on outside the plan: the spec, its registry entry and, for a
+    grader of the build's LLM (``llm`` given), that backend's identity."""
+    entry = load_registry().get(spec).as_item() if spec else None
+    return {"grader": spec, "entry": entry, **({"llm": llm.identity()} if llm else {})}
+
+
+def build_llm_factory(plan: PlanReads, llm: Any):
+    """The LLM scorers' backend factory in a build: ``build`` → the build's backend and its
+    judge's mode and token budget; any other profile → that profile's backend."""
+
+    def factory(profile: str, kind: str = "") -> tuple[Any, dict[str, Any]]:
+        if profile != BUILD_PROFILE:
+            return llm_backend_for_profile(profile, kind)
+        if kind:
+            raise ValueError(
+                f"pointwise judge of profile {BUILD_PROFILE!r}: the option llm_backend={kind!r} "
+                "does not apply (it grades with the build's llm.backend)"
+            )
+        t = plan.tournament
+        return llm, {"choice": t.judge_mode == "choice", "max_tokens": t.judge_max_tokens}
+
+    return factory
+
+
 def grade_pools(
-    plan: PlanReads, store: DuckDBStore, spec: str, run_id: str
+    plan: PlanReads,
+    store: DuckDBStore,
+    spec: str,
+    run_id: str,
+    llm: Any = None,
+    dispatch: Any = None,
 ) -> tuple[pl.DataFrame, dict]:
     """One row per pool candidate: the grader ``spec``'s score, its provenance, the run and the
-    hash of the (query, candidate) texts it saw; and the grader's notes (drops, cache calls)."""
+    hash of the (query, candidate) texts it saw; and the grader's notes (drops, cache calls).
+    ``llm``/``dispatch``: the build's LLM backend and where its calls go (``yesno:build``)."""
     pools = store.read_table("candidate_pools").sort("query_id", "position")
     grouped = pools.group_by("query_id", maintain_order=True).agg("doc_id")
     query_ids, docs = grouped["query_id"].to_list(), grouped["doc_id"].to_list()
@@ -90,7 +134,13 @@ def grade_pools(
     registry = load_registry()
     entry = registry.get(spec)
     make = retriever_factory(
-        plan.plan.paths.embedding_cache, seed=plan.seed, registry=registry, llm_store=store
+        plan.plan.paths.embedding_cache,
+        seed=plan.seed,
+        registry=registry,
+        llm_store=store,
+        backend_factory=build_llm_factory(plan, llm),
+        dispatch=dispatch,
+        run_id=run_id,
     )
     retriever = make(spec)
     result = run_retriever(bench, retriever, MAIN_SETTING, entry)

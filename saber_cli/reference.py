@@ -11,6 +11,10 @@ levels, and the leaderboard τ of the evaluated retrievers when there are runs. 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from saber_resources.config import BuildConfig
 
 RATING_CUTS = "0.5,1.5,2.5,3.5,4.5"
 
@@ -18,9 +22,14 @@ RATING_CUTS = "0.5,1.5,2.5,3.5,4.5"
 def agree_with_reference(profile: str | None, reference: Path) -> int:
     """Print ``saber judge agree`` of the profile's export against ``reference``; its status."""
     from saber_cli.config_errors import load_config
+
+    return build_agreement(load_config("build", profile), reference)
+
+
+def build_agreement(build: BuildConfig, reference: Path) -> int:
+    """Print ``saber judge agree`` of ``build``'s export against ``reference``; its status."""
     from saber_cli.judge_agree import agree_main
 
-    build = load_config("build", profile)
     out = build.home_path / "agreement-reference"
     print(f"agreement with the reference build {reference} (saber judge agree):")
     argv = [str(build.export_dir), str(reference), "--cuts", RATING_CUTS, "--out", str(out)]

@@ -73,27 +73,13 @@ def make_retriever(
     *,
     entry: RetrieverEntry | None = None,
     cache: EmbeddingCache | None = None,
-    seed: int = 0,
-    llm_store: Any = None,
-    cache_path: Path | None = None,
-    backend: Any = None,
-    encoder: Any = None,
-    cross_encoder: Any = None,
-    backend_factory: Callable[..., tuple[Any, dict[str, Any]]] | None = None,
+    **context: Any,
 ) -> Retriever:
     """The retriever of a spec and its registry entry (default: the spec's default entry);
-    ``backend``/``encoder``/``cross_encoder`` replace real models (tests)."""
+    ``context``: the other :class:`EngineContext` fields (seed, the call-cache store, test
+    doubles ``backend``/``encoder``/``cross_encoder`` that replace real models, ...)."""
     entry = entry or Registry(entries={}, hash="").get(spec)
-    ctx = EngineContext(
-        cache=cache or EmbeddingCache(None),
-        seed=seed,
-        cache_path=cache_path,
-        llm_store=llm_store,
-        encoder=encoder,
-        cross_encoder=cross_encoder,
-        backend=backend,
-        backend_factory=backend_factory,
-    )
+    ctx = EngineContext(cache=cache or EmbeddingCache(None), **context)
     return engine_class(entry).from_entry(entry, ctx)
 
 

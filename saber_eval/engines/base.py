@@ -45,7 +45,8 @@ class Task:
 class EngineContext:
     """What engines share in one evaluation: the embedding cache, the LLM call-cache file, the
     seed, and test doubles that replace real models (``encoder``, ``cross_encoder``,
-    ``backend``)."""
+    ``backend``); a build grading its pools passes its LLM calls' ``dispatch`` (the local LLM
+    server or the run's SLURM allocation) and its ``run_id``."""
 
     cache: EmbeddingCache
     seed: int = 0
@@ -54,7 +55,9 @@ class EngineContext:
     encoder: Encoder | None = None
     cross_encoder: Any = None
     backend: Any = None
-    backend_factory: Callable[[str], tuple[Any, dict[str, Any]]] | None = None
+    backend_factory: Callable[[str, str], tuple[Any, dict[str, Any]]] | None = None
+    dispatch: Any = None
+    run_id: str = "saber-eval"
 
     def store(self) -> Any:
         """The DuckDB store holding the LLM call cache (on ``cache_path``)."""

@@ -17,7 +17,9 @@ never paid for twice:
   the backend's top-k cut-off counts as probability 0; neither choice seen is a drop (−1).
 
 Options: ``llm_backend`` (embedded|vllm|openai: overrides the profile's backend), ``instruction``
-(``llm-yesno``).
+(``llm-yesno``). The profile ``build`` (``yesno:build``, ``llm:build``) is the build's own LLM:
+as a build's pointwise judge it grades through the build's backend, call cache and execution
+(the local LLM server, or the run's SLURM allocation); outside a build it is an error.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ BOXED = re.compile(r"\\boxed\{\s*([^{}]*?)\s*\}")
 BARE = re.compile(r"^\s*(\d{1,2})\s*\.?\s*$")
 DROP_SCORE = -1.0
 SCORE_CHOICES = tuple(str(i) for i in range(11))
+BUILD_PROFILE = "build"
 
 
 def parse_pointwise(text: str | None) -> int | None:
@@ -80,6 +83,11 @@ def llm_backend_for_profile(profile: str, backend: str = "") -> tuple[Any, dict[
     from saber_resources.config import load_build_config
     from saber_resources.factory import make_backend
 
+    if profile == BUILD_PROFILE:
+        raise ValueError(
+            f"the profile {BUILD_PROFILE!r} is a build's own LLM: use it as the build's "
+            "tournament.pointwise_judge, or name a profile (yesno:local-llm)"
+        )
     overrides = {"llm_backend": backend} if backend else {}
     plan = load_build_config(profile, **overrides).plan()
     t = plan.tournament
@@ -111,16 +119,20 @@ class LLMPointwiseRetriever(Retriever):
     seed: int = 0
     run_id: str = "saber-eval"
     instruction: str = DEFAULT_INSTRUCTION
+    dispatch: Any = None  # where cache misses go (None: the backend in-process)
     kind: Kind = "reranker"
     drops: int = 0
     stats: dict[str, int] = field(default_factory=lambda: {"hits": 0, "calls": 0, "errors": 0})
+    _prefetched: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         from saber_resources.llm.cache import CachedLLM
         from saber_resources.llm.prompts import load_prompt
 
         self._prompt = load_prompt(self.prompt_name)
-        self._cached = CachedLLM(backend=self.backend, store=self.store, run_id=self.run_id)
+        self._cached = CachedLLM(
+            backend=self.backend, store=self.store, run_id=self.run_id, dispatch=self.dispatch
+        )
 
     @classmethod
     def from_entry(cls, entry: RetrieverEntry, ctx: EngineContext) -> LLMPointwiseRetriever:
@@ -135,7 +147,9 @@ class LLMPointwiseRetriever(Retriever):
             backend=backend,
             store=ctx.store(),
             seed=ctx.seed,
+            run_id=ctx.run_id,
             instruction=options.instruction,
+            dispatch=ctx.dispatch,
             **cls.scorer_options(scorer),
         )
 
@@ -151,9 +165,20 @@ class LLMPointwiseRetriever(Retriever):
             check()
 
     def prepare(self, tasks: Sequence[Task]) -> None:
-        """Reset the per-run drop and call counters."""
+        """Reset the per-run drop and call counters. Given a ``dispatch`` (a build grading its
+        pools), every task's requests go out at once — one SLURM job or vLLM batch, not one per
+        query — and scoring then reads the call cache."""
         self.drops = 0
         self.stats = dict.fromkeys(self.stats, 0)
+        self._prefetched = False
+        if self.dispatch is not None and tasks:
+            _, _, stats = self._cached.generate([r for t in tasks for r in self._requests(t)])
+            self._count(stats)
+            self._prefetched = True
+
+    def _count(self, stats: Any) -> None:
+        for name in self.stats:
+            self.stats[name] += getattr(stats, name)
 
     def _request(self, task: Task, doc: str, **sampling: Any) -> Any:
         from saber_compute.llm.interface import LLMRequest
@@ -185,8 +210,8 @@ class LLMPointwiseRetriever(Retriever):
 
     def _answer(self, task: Task) -> list:
         results, _, stats = self._cached.generate(self._requests(task))
-        for name in self.stats:
-            self.stats[name] += getattr(stats, name)
+        if not self._prefetched:
+            self._count(stats)
         return results
 
     def score(self, task: Task) -> tuple[np.ndarray, float]:

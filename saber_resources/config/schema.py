@@ -170,10 +170,10 @@ class TournamentSettings(dg.Config):
     of a platform pairing, else pool order. ``seed``: None = the seed policy (42 under
     ``published_swiss``, as published; else the build's ``seed``). ``adaptive_*``: the top-focused
     tournament (``rounds`` is then its most rounds). ``pointwise_judge``: a retriever spec of the
-    registry (``st:minilm``, ``seqcls:…``, ``yesno:<profile>``, …) whose scores grade every pool
-    candidate (asset ``pointwise_grades``). ``triage``: ``band`` or ``calibrated`` sends to the
-    pairwise judge only the pairs the grades do not decide confidently (docs/validity.md
-    "Triage in the build"; needs ``pointwise_judge``).
+    registry (``st:minilm``, ``seqcls:…``, ``yesno:<profile>``; ``yesno:build``: the build's own
+    LLM) whose scores grade every pool candidate (asset ``pointwise_grades``). ``triage``:
+    ``band`` or ``calibrated`` sends to the pairwise judge only the pairs the grades do not
+    decide confidently (docs/validity.md "Triage in the build"; needs ``pointwise_judge``).
     """
 
     judge: JudgeName = "embedding"  # MiniLM, token overlap or LLM

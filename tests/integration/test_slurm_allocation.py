@@ -380,15 +380,15 @@ class Build:
         self.settings = SlurmDispatch(**values)
         self.sshd = sshd
 
-    def start(self) -> subprocess.Popen:
-        """``saber build`` in a session of its own (as a terminal starts it)."""
+    def start(self, *args: str) -> subprocess.Popen:
+        """``saber build [args]`` in a session of its own (as a terminal starts it)."""
         return subprocess.Popen(
-            [SABER, "build"], env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, start_new_session=True,
+            [SABER, "build", *args], env=self.env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, start_new_session=True,
         )  # fmt: skip
 
-    def run(self) -> str:
-        proc = self.start()
+    def run(self, *args: str) -> str:
+        proc = self.start(*args)
         out, _ = proc.communicate(timeout=BUILD_TIMEOUT_S)
         assert proc.returncode == 0, out[-5000:]
         return out

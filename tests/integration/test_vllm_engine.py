@@ -19,11 +19,14 @@ from pathlib import Path
 
 import dagster as dg
 import numpy as np
+import polars as pl
 import pytest
 
 from saber_cli.build import llm_summary, run_build
+from saber_cli.reference import build_agreement
 from saber_compute.llm.interface import ChatMessage, LLMRequest
 from saber_compute.llm.model_folder import chat_template_text
+from saber_core.validity.triage_round import TRIAGE_JUDGE_KIND
 from saber_resources.config import load_build_config
 from saber_resources.factory import make_backend
 from saber_resources.judges import LLMJudge
@@ -40,6 +43,8 @@ SMALL_BUILD = {"summaries": "llm", "topics": "llm", "judge": "llm", "llm_backend
                "n_both": 2, "rounds": 2, "summary_max_tokens": 32, "topics_max_tokens": 24,
                "topic_shortlist": 6, "judge_both_orders": True, "validity_rr_queries": 0,
                "topic_high": 0.7, "summary_high": 0.7}  # fmt: skip
+BAND = (0.1, 0.4)  # triage on P(yes): below 0.1 confidently irrelevant, from 0.4 relevant
+PAIR = ["query_id", "round", "cand_a", "cand_b"]
 
 
 def _require_env() -> Path:
@@ -176,9 +181,15 @@ def test_truncated_answer_is_retried_then_dropped_with_its_raw_text(backend, tmp
     assert out.stats.calls == 2
 
 
-def test_a_small_build_runs_every_llm_stage_on_one_server(backend, home):
+@pytest.fixture(scope="module")
+def small_build(backend, home):
+    """The ``local-llm`` build of ``SMALL_BUILD`` on the module's server: (config, result)."""
     build = load_build_config("local-llm", home=str(home), **SMALL_BUILD)
-    result = run_build(build, dg.DagsterInstance.ephemeral(), backend)
+    return build, run_build(build, dg.DagsterInstance.ephemeral(), backend)
+
+
+def test_a_small_build_runs_every_llm_stage_on_one_server(backend, home, small_build):
+    build, result = small_build
     assert result.success
     store = DuckDBStore(database=str(build.database_path))
     calls = store.query("SELECT prompt_id, identity, sampling FROM llm_calls")
@@ -210,6 +221,63 @@ def test_a_small_build_runs_every_llm_stage_on_one_server(backend, home):
     assert tokens["silent"] == 0 and 0 < tokens["cached"] < tokens["prompt"]
     line = llm_summary(store, result.run_id)
     assert f"(prefix-cache hit {tokens['cached'] / tokens['prompt']:.1%})" in line
+
+
+def test_triage_grades_with_the_build_llm_and_leaves_fewer_pairs_to_the_judge(
+    backend, small_build, tmp_path, capsys
+):
+    """The same build with ``yesno:build`` grading the pools on the build's vLLM server and the
+    band rule on P(yes): every candidate graded once, exactly the pairs the band decides (counted
+    again here from the grades) skip the judge, the judge is paid for the others only, the
+    saving is in the report, and the agreement with the full build is printed."""
+    full, _ = small_build
+    build = load_build_config(
+        "local-llm", home=str(tmp_path / "triaged"), **SMALL_BUILD, pointwise_judge="yesno:build",
+        triage="band", triage_low=BAND[0], triage_high=BAND[1],
+    )  # fmt: skip
+    result = run_build(build, dg.DagsterInstance.ephemeral(), backend)
+    assert result.success
+    store = DuckDBStore(database=str(build.database_path))
+    grades = store.read_table("pointwise_grades")
+    assert grades.height == store.read_table("candidate_pools").height
+    assert grades["judge_kind"].unique().to_list() == ["pointwise-llm-yesno"]
+    assert ((grades["score"] > 0) & (grades["score"] < 1)).all()  # σ of a log-prob gap
+    asked = store.query("SELECT prompt_id, identity FROM llm_calls")
+    yesno = asked.filter(pl.col("prompt_id").str.starts_with("yesno"))
+    assert yesno.height == grades.height  # one scored token per candidate, the build's model
+    assert {json.loads(i)["backend"] for i in yesno["identity"]} == {"vllm"}
+    judgments = store.read_table("judgments")
+    decided = judgments.filter(pl.col("judge_kind") == TRIAGE_JUDGE_KIND)
+    assert decided.height > 0
+    assert _band_decided(judgments, grades) == set(decided.select(PAIR).rows())
+    full_store = DuckDBStore(database=str(full.database_path))
+    assert judgments.height == full_store.read_table("judgments").height  # as many pairs
+    saved = 2 * decided.height  # both orders: two judge calls per pair
+    assert _judge_calls(store) == 2 * (judgments.height - decided.height)
+    assert _judge_calls(store) == _judge_calls(full_store) - saved
+    report = (build.export_dir / "report.md").read_text()
+    assert f"| pairs decided by triage | {decided.height} |" in report
+    assert f"| judge calls saved | {saved} (" in report
+    assert build_agreement(build, full.home_path) == 0
+    printed = capsys.readouterr().out
+    assert f"agreement with the reference build {full.home_path}" in printed
+    assert "Spearman" in printed
+
+
+def _band_decided(judgments: pl.DataFrame, grades: pl.DataFrame) -> set[tuple]:
+    """The pairs the band rule decides, from the grades: one grade ≥ high, the other < low."""
+    score = {(q, d): g for q, d, g in grades.select("query_id", "doc_id", "score").rows()}
+    low, high = BAND
+    out = set()
+    for q, r, a, b in judgments.select(PAIR).rows():
+        ga, gb = score[(q, a)], score[(q, b)]
+        if (ga >= high and gb < low) or (gb >= high and ga < low):
+            out.add((q, r, a, b))
+    return out
+
+
+def _judge_calls(store: DuckDBStore) -> int:
+    return store.query("SELECT count(*) AS n FROM llm_calls WHERE prompt_id LIKE 'judge%'")["n"][0]
 
 
 def test_offline_batch_and_server_give_the_same_greedy_verdicts(backend, openai_server):
