@@ -253,7 +253,6 @@ def test_triage_grades_with_the_build_llm_and_leaves_fewer_pairs_to_the_judge(
     full_store = DuckDBStore(database=str(full.database_path))
     assert judgments.height == full_store.read_table("judgments").height  # as many pairs
     saved = 2 * decided.height  # both orders: two judge calls per pair
-    assert _judge_calls(store) == 2 * (judgments.height - decided.height)
     assert _judge_calls(store) == _judge_calls(full_store) - saved
     report = (build.export_dir / "report.md").read_text()
     assert f"| pairs decided by triage | {decided.height} |" in report
