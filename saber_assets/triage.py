@@ -31,9 +31,14 @@ from saber_core.validity.triage_round import (
 )
 from saber_eval.benchmark import MAIN_SETTING, in_memory_benchmark
 from saber_eval.engines.base import Retriever
-from saber_eval.engines.llm import BUILD_PROFILE, llm_backend_for_profile
+from saber_eval.engines.llm import (
+    BUILD_PROFILE,
+    LLMPointwiseRetriever,
+    judge_scorer_options,
+    llm_backend_for_profile,
+)
 from saber_eval.registry import RetrieverEntry, load_registry
-from saber_eval.retrievers import retriever_factory
+from saber_eval.retrievers import engine_class, retriever_factory
 from saber_eval.runner import build_tasks, run_retriever
 from saber_resources.config import PlanReads
 from saber_resources.judges import PROVENANCE_COLUMNS, provenance_row
@@ -77,13 +82,11 @@ def grader_provenance(
     )
 
 
-LLM_ENGINES = ("llm-pointwise", "llm-yesno")
-
-
 def grades_with_build_llm(spec: str) -> bool:
     """Whether the grader ``spec`` is an LLM scorer of the build's own LLM (``yesno:build``)."""
     entry = load_registry().get(spec)
-    return entry.engine in LLM_ENGINES and entry.model == BUILD_PROFILE
+    is_llm_scorer = issubclass(engine_class(entry), LLMPointwiseRetriever)
+    return is_llm_scorer and entry.model == BUILD_PROFILE
 
 
 def grader_inputs(spec: str, llm: Any = None) -> dict[str, Any]:
@@ -105,8 +108,7 @@ def build_llm_factory(plan: PlanReads, llm: Any):
                 f"pointwise judge of profile {BUILD_PROFILE!r}: the option llm_backend={kind!r} "
                 "does not apply (it grades with the build's llm.backend)"
             )
-        t = plan.tournament
-        return llm, {"choice": t.judge_mode == "choice", "max_tokens": t.judge_max_tokens}
+        return llm, judge_scorer_options(plan.tournament)
 
     return factory
 

@@ -77,6 +77,12 @@ def yes_probability(logprobs: dict[str, float] | None) -> float | None:
     return 1.0 / (1.0 + math.exp(no - yes))
 
 
+def judge_scorer_options(tournament: Any) -> dict[str, Any]:
+    """The scorer options of a build's judge settings: constrained choice for choice mode, else
+    free generation with the judge's token budget."""
+    return {"choice": tournament.judge_mode == "choice", "max_tokens": tournament.judge_max_tokens}
+
+
 def llm_backend_for_profile(profile: str, backend: str = "") -> tuple[Any, dict[str, Any]]:
     """(the profile's LLM backend — ``backend`` overrides its kind —, scorer options):
     constrained choice for choice-mode profiles, else free generation with the judge's budget."""
@@ -90,9 +96,7 @@ def llm_backend_for_profile(profile: str, backend: str = "") -> tuple[Any, dict[
         )
     overrides = {"llm_backend": backend} if backend else {}
     plan = load_build_config(profile, **overrides).plan()
-    t = plan.tournament
-    options = {"choice": t.judge_mode == "choice", "max_tokens": t.judge_max_tokens}
-    return make_backend(plan), options
+    return make_backend(plan), judge_scorer_options(plan.tournament)
 
 
 @dataclass(frozen=True)
