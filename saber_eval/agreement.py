@@ -205,7 +205,9 @@ def summary_lines(report: dict) -> list[str]:
     ]
     systems = report["systems"]
     if not systems["retrievers"]:
-        return [*lines, "", f"systems: no evaluated runs found (runs dir {systems['runs_dir']})"]
+        where = systems["runs_dir"]
+        found = f"no evaluated runs in {where}" if where else "neither source has evaluated runs"
+        return [*lines, "", f"systems: {found} (evaluate with `saber eval`, or pass --runs DIR)"]
     k = systems["k"]
     lines += [
         "",

@@ -28,6 +28,7 @@ import dagster as dg
 import polars as pl
 import pytest
 import yaml
+from band_rule import PAIR, band_decided
 from test_slurm import (
     JOB_TIMEOUT_S,
     _error_text,
@@ -39,6 +40,7 @@ from test_slurm import (
 )
 
 from saber_compute.llm.interface import LLMRequest, LLMResult
+from saber_core.validity.triage_round import TRIAGE_JUDGE_KIND
 from saber_resources.slurm import (
     SlurmDispatch,
     plan_shards,
@@ -53,6 +55,10 @@ pytestmark = pytest.mark.slurm
 ROOT = Path(__file__).resolve().parents[2]
 SABER = str(Path(sys.executable).with_name("saber"))
 BUILD_TIMEOUT_S = 1800
+# P(yes) cut-offs for the embedded 270M model, which says "yes" to nearly everything: its float32
+# grades of this profile's 12 pool candidates lie in 0.906-0.994, the nearest 0.004 from a cut-off;
+# the band decides 4 of the 18 pairs (a judge that discriminates would take 0.1 / 0.4)
+TRIAGE_BAND = (0.95, 0.982)
 JUDGE_PROFILE = {
     "corpus": "champ",
     "ontology": "champ",
@@ -655,6 +661,51 @@ def test_sigkill_of_the_supervisor_mid_tournament_cancels_and_resumes(
             assert time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.2)
         _resumed_equals_reference(build, reference[0])
+    finally:
+        build.cleanup()
+
+
+def _judge_calls(build: Build) -> int:
+    calls = build.store.query("SELECT count(*) AS n FROM llm_calls WHERE prompt_id LIKE 'judge%'")
+    return calls["n"][0]
+
+
+def test_triage_grades_and_judges_in_the_builds_one_allocation(reference, dev, sshd, tmp_path):
+    """``yesno:build`` grades the pools on the build's own model in the run's one allocation
+    (one job, one model load), the band rule on P(yes) decides the confident pairs, the judge
+    plays only the others, and the report and the agreement with the full build say so."""
+    full, _ = reference
+    build = Build(dev, sshd, tmp_path)
+    low, high = TRIAGE_BAND
+    build.env.update(SABER_POINTWISE_JUDGE="yesno:build", SABER_TRIAGE="band",
+                     SABER_TRIAGE_LOW=str(low), SABER_TRIAGE_HIGH=str(high))  # fmt: skip
+    try:
+        out = build.run("--reference-home", str(full.home))
+        jobs = _jobs_under(build.remote_base)
+        assert len(jobs) == 1 and set(jobs.values()) == {"COMPLETED"}, jobs
+        (status,) = _alloc_status(build.remote_base).values()
+        assert status["model_loads"] == 1
+        stages = set(build.table("slurm_stage_costs")["stage"])
+        assert {"pointwise_grades", "tournament_round_01"} <= stages
+        calls = build.table("llm_calls")
+        assert calls.height == status["requests"]  # grades and verdicts, all from the one job
+        grades = build.table("pointwise_grades")
+        assert grades.height == build.table("candidate_pools").height
+        yesno = calls.filter(pl.col("prompt_id").str.starts_with("yesno"))
+        assert yesno.height == grades.height
+        judgments = build.table("judgments")
+        decided = judgments.filter(pl.col("judge_kind") == TRIAGE_JUDGE_KIND)
+        assert decided.height > 0
+        assert band_decided(judgments, grades, low, high) == set(decided.select(PAIR).rows())
+        assert judgments.height == full.table("judgments").height
+        saved = 2 * decided.height  # both orders: two judge calls per pair
+        assert _judge_calls(build) == _judge_calls(full) - saved
+        report = (build.home / "export" / "report.md").read_text()
+        assert f"| pairs decided by triage | {decided.height} |" in report
+        assert f"| judge calls saved | {saved} (" in report
+        assert "agreement with the reference build" in out
+        print(f"[triage] {decided.height} of {judgments.height} pairs decided, {saved} judge "
+              f"calls saved, {calls.height} calls from job {next(iter(jobs))}")  # fmt: skip
     finally:
         build.cleanup()
 

@@ -21,6 +21,7 @@ import dagster as dg
 import numpy as np
 import polars as pl
 import pytest
+from band_rule import PAIR, band_decided
 
 from saber_cli.build import llm_summary, run_build
 from saber_cli.reference import build_agreement
@@ -44,7 +45,6 @@ SMALL_BUILD = {"summaries": "llm", "topics": "llm", "judge": "llm", "llm_backend
                "topic_shortlist": 6, "judge_both_orders": True, "validity_rr_queries": 0,
                "topic_high": 0.7, "summary_high": 0.7}  # fmt: skip
 BAND = (0.1, 0.4)  # triage on P(yes): below 0.1 confidently irrelevant, from 0.4 relevant
-PAIR = ["query_id", "round", "cand_a", "cand_b"]
 
 
 def _require_env() -> Path:
@@ -249,7 +249,7 @@ def test_triage_grades_with_the_build_llm_and_leaves_fewer_pairs_to_the_judge(
     judgments = store.read_table("judgments")
     decided = judgments.filter(pl.col("judge_kind") == TRIAGE_JUDGE_KIND)
     assert decided.height > 0
-    assert _band_decided(judgments, grades) == set(decided.select(PAIR).rows())
+    assert band_decided(judgments, grades, *BAND) == set(decided.select(PAIR).rows())
     full_store = DuckDBStore(database=str(full.database_path))
     assert judgments.height == full_store.read_table("judgments").height  # as many pairs
     saved = 2 * decided.height  # both orders: two judge calls per pair
@@ -261,18 +261,6 @@ def test_triage_grades_with_the_build_llm_and_leaves_fewer_pairs_to_the_judge(
     printed = capsys.readouterr().out
     assert f"agreement with the reference build {full.home_path}" in printed
     assert "Spearman" in printed
-
-
-def _band_decided(judgments: pl.DataFrame, grades: pl.DataFrame) -> set[tuple]:
-    """The pairs the band rule decides, from the grades: one grade ≥ high, the other < low."""
-    score = {(q, d): g for q, d, g in grades.select("query_id", "doc_id", "score").rows()}
-    low, high = BAND
-    out = set()
-    for q, r, a, b in judgments.select(PAIR).rows():
-        ga, gb = score[(q, a)], score[(q, b)]
-        if (ga >= high and gb < low) or (gb >= high and ga < low):
-            out.add((q, r, a, b))
-    return out
 
 
 def _judge_calls(store: DuckDBStore) -> int:
