@@ -139,19 +139,16 @@ class BoundJudge:
         return out
 
 
-class EmbeddingJudge(PairwiseJudge):
-    """Transparent embedding judge: sigmoid of the cosine margin, temperature ``temperature``."""
+class MarginJudge(PairwiseJudge, ABC):
+    """A transparent judge from a similarity margin to the query, with temperature ``T``:
+    ``p_first = σ((s(q, a) − s(q, b)) / T)``; identical scores give exactly 0.5."""
 
-    config_name: ClassVar[str] = "embedding"
+    temperature: float
+    margin_name: ClassVar[str]
 
-    model_path: str = ""
-    temperature: float = 0.05
-    cache_path: str = ""  # the SABER home's embedding cache: steps in other processes share it
-
-    @classmethod
-    def from_plan(cls, plan: BuildPlan, backend: LLMBackend | None) -> Self:
-        """MiniLM through the SABER home's embedding cache."""
-        return cls(cache_path=str(plan.paths.embedding_cache))
+    @abstractmethod
+    def margins(self, queries: list[str], first: list[str], second: list[str]) -> np.ndarray:
+        """``s(q, a) − s(q, b)`` of each pair."""
 
     def judge(
         self,
@@ -162,20 +159,40 @@ class EmbeddingJudge(PairwiseJudge):
         run_id: str,
         dispatch: Dispatch | None = None,
     ) -> JudgeOutput:
-        """``p_first = σ((cos(q, a) − cos(q, b)) / T)``; identical scores give exactly 0.5."""
+        """σ of each pair's margin over ``T``; the margin is the raw answer."""
+        n = len(queries)
+        if n == 0:
+            return JudgeOutput(np.zeros(0), [], [], [], CallStats())
+        margin = self.margins(queries, first, second).astype(np.float64)
+        p = 1.0 / (1.0 + np.exp(-margin / self.temperature))
+        reasons = ["tie" if x == 0.5 else None for x in p]
+        raw = [f"{self.margin_name}={m:.6f}" for m in margin]
+        return JudgeOutput(p, raw, reasons, [""] * n, CallStats())
+
+
+class EmbeddingJudge(MarginJudge):
+    """Embedding judge: the margin of the cosines ``cos(q, a) − cos(q, b)``, temperature 0.05."""
+
+    config_name: ClassVar[str] = "embedding"
+    margin_name: ClassVar[str] = "cos_margin"
+
+    model_path: str = ""
+    temperature: float = 0.05
+    cache_path: str = ""  # the SABER home's embedding cache: steps in other processes share it
+
+    @classmethod
+    def from_plan(cls, plan: BuildPlan, backend: LLMBackend | None) -> Self:
+        """MiniLM through the SABER home's embedding cache."""
+        return cls(cache_path=str(plan.paths.embedding_cache))
+
+    def margins(self, queries: list[str], first: list[str], second: list[str]) -> np.ndarray:
+        """Cosine margins of the normalised embeddings (float32, as the embedder gives them)."""
         n = len(queries)
         vectors = embed_texts(
             [*queries, *first, *second], self.model_path, cache_path=self.cache_path
         )
-        if n == 0:
-            return JudgeOutput(np.zeros(0), [], [], [], CallStats())
         q, a, b = vectors[:n], vectors[n : 2 * n], vectors[2 * n :]
-        margin = (q * a).sum(axis=1) - (q * b).sum(axis=1)
-        p = 1.0 / (1.0 + np.exp(-margin.astype(np.float64) / self.temperature))
-        reasons = ["tie" if x == 0.5 else None for x in p]
-        return JudgeOutput(
-            p, [f"cos_margin={m:.6f}" for m in margin], reasons, [""] * n, CallStats()
-        )
+        return (q * a).sum(axis=1) - (q * b).sum(axis=1)
 
     def provenance(self) -> dict[str, str | None]:
         """Judge kind, model (name and content hash of its config) and temperature."""
@@ -190,29 +207,20 @@ class EmbeddingJudge(PairwiseJudge):
         )
 
 
-class LexicalJudge(PairwiseJudge):
-    """Fast transparent judge for large synthetic runs: token-Jaccard margin to the query.
-
-    ``p_first = σ((J(q, a) − J(q, b)) / T)`` with ``J`` the summary-signal Jaccard of
-    ``saber_core.signals.jaccard`` on the full texts. No model: for exercising paper-scale
-    bookkeeping, not
-    for labels (it favours the lexical retrievers it resembles).
+class LexicalJudge(MarginJudge):
+    """Fast transparent judge for large synthetic runs: the token-Jaccard margin
+    ``J(q, a) − J(q, b)``, ``J`` the summary-signal Jaccard of ``saber_core.signals.jaccard`` on
+    the full texts, temperature 0.02. No model: for exercising paper-scale bookkeeping, not for
+    labels (it favours the lexical retrievers it resembles).
     """
 
     config_name: ClassVar[str] = "lexical"
+    margin_name: ClassVar[str] = "jaccard_margin"
 
     temperature: float = 0.02
 
-    def judge(
-        self,
-        queries: list[str],
-        first: list[str],
-        second: list[str],
-        store: DuckDBStore,
-        run_id: str,
-        dispatch: Dispatch | None = None,
-    ) -> JudgeOutput:
-        """Score every pair from one token matrix over the distinct texts."""
+    def margins(self, queries: list[str], first: list[str], second: list[str]) -> np.ndarray:
+        """Jaccard margins from one token matrix over the distinct texts."""
         n = len(queries)
         unique, inverse = np.unique(
             np.asarray([*queries, *first, *second], dtype=object), return_inverse=True
@@ -226,12 +234,7 @@ class LexicalJudge(PairwiseJudge):
             union = sizes[x] + sizes[y] - inter
             return np.divide(inter, union, out=np.zeros(len(x)), where=union > 0)
 
-        margin = jaccard(q, a) - jaccard(q, b)
-        p = 1.0 / (1.0 + np.exp(-margin / self.temperature))
-        reasons = ["tie" if x == 0.5 else None for x in p]
-        return JudgeOutput(
-            p, [f"jaccard_margin={m:.6f}" for m in margin], reasons, [""] * n, CallStats()
-        )
+        return jaccard(q, a) - jaccard(q, b)
 
     def provenance(self) -> dict[str, str | None]:
         """Judge kind, tokenizer version and temperature."""
