@@ -317,6 +317,7 @@ def child_jaccard(ctx: Context) -> dict:
 
 def child_discovery(ctx: Context) -> dict:
     from saber_core.discovery.per_query import (
+        DiscoveryInputs,
         bma_block,
         build_bma_index,
         discover_pools,
@@ -336,7 +337,9 @@ def child_discovery(ctx: Context) -> dict:
     summaries = build_token_matrix(corpus["summary"])
     problems = build_token_matrix(corpus["problem"])
     prepared = _now() - tick
-    result = discover_pools(onto, sets, queries, summaries, problems, config, ctx.seed, BLOCK)
+    result = discover_pools(
+        DiscoveryInputs(onto, sets, queries, summaries, problems), config, ctx.seed, BLOCK
+    )
     seconds, cpu = _now() - tick, time.process_time() - cpu
     statuses: dict[str, int] = {}
     for pool in result.pools:

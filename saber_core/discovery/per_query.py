@@ -454,12 +454,29 @@ def _select_block(
     return pools, bma_rows, jac_rows
 
 
+@dataclass(frozen=True)
+class DiscoveryInputs:
+    """What discovery reads: the ontology, every document's topic sets, summary and problem
+    token rows (one row per document), and ``query_docs[q]``, the corpus row of query ``q``."""
+
+    ontology: Ontology
+    doc_topics: TopicSets
+    query_docs: np.ndarray
+    summaries: TokenMatrix
+    problems: TokenMatrix
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "query_docs", np.asarray(self.query_docs, dtype=np.int64))
+        n_docs = self.doc_topics.n_docs
+        if self.summaries.n_texts != n_docs or self.problems.n_texts != n_docs:
+            raise ValueError(
+                f"{n_docs} topic sets but {self.summaries.n_texts} summaries and "
+                f"{self.problems.n_texts} problems"
+            )
+
+
 def iter_discovery(
-    ontology: Ontology,
-    doc_topics: TopicSets,
-    query_docs: Sequence[int] | np.ndarray,
-    summaries: TokenMatrix,
-    problems: TokenMatrix,
+    inputs: DiscoveryInputs,
     config: PoolConfig,
     seed: int,
     block_size: int = DEFAULT_BLOCK,
@@ -468,18 +485,13 @@ def iter_discovery(
 ) -> Iterator[DiscoveryBlock]:
     """Stream discovery over blocks of queries (see the module docstring).
 
-    ``query_docs[q]`` is the corpus row of query ``q`` (its own topics, summary and problem are
-    used; it is excluded from its pool); ``q`` is the pool's ``query_index`` (tie-break seed
-    ``[seed, q]``). ``summaries``/``problems`` hold one row per document. ``neighbours > 0``
-    also returns each query's top-``neighbours`` documents per signal (the query itself
-    included).
+    Query ``q`` (corpus row ``inputs.query_docs[q]``: its own topics, summary and problem are
+    used; it is excluded from its pool) is the pool's ``query_index`` (tie-break seed
+    ``[seed, q]``). ``neighbours > 0`` also returns each query's top-``neighbours`` documents per
+    signal (the query itself included).
     """
-    query_docs = np.asarray(query_docs, dtype=np.int64)
-    n_docs = doc_topics.n_docs
-    if summaries.n_texts != n_docs or problems.n_texts != n_docs:
-        raise ValueError(
-            f"{n_docs} topic sets but {summaries.n_texts} summaries and {problems.n_texts} problems"
-        )
+    ontology, doc_topics, query_docs = inputs.ontology, inputs.doc_topics, inputs.query_docs
+    summaries, problems = inputs.summaries, inputs.problems
     if index is None:
         index = build_bma_index(ontology, doc_topics)
     near = _near_index(problems, config)
@@ -510,11 +522,7 @@ def iter_discovery(
 
 
 def discover_pools(
-    ontology: Ontology,
-    doc_topics: TopicSets,
-    query_docs: Sequence[int] | np.ndarray,
-    summaries: TokenMatrix,
-    problems: TokenMatrix,
+    inputs: DiscoveryInputs,
     config: PoolConfig,
     seed: int,
     block_size: int = DEFAULT_BLOCK,
@@ -531,13 +539,10 @@ def discover_pools(
     parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
     seconds: dict[str, float] = {}
     tick = time.perf_counter()
-    index = build_bma_index(ontology, doc_topics)
+    index = build_bma_index(inputs.ontology, inputs.doc_topics)
     seconds["index"] = time.perf_counter() - tick
-    total = len(query_docs)
-    for block in iter_discovery(
-        ontology, doc_topics, query_docs, summaries, problems, config, seed, block_size,
-        neighbours, index,
-    ):  # fmt: skip
+    total = len(inputs.query_docs)
+    for block in iter_discovery(inputs, config, seed, block_size, neighbours, index):
         pools += block.pools
         bma += block.bma
         jac += block.jaccard

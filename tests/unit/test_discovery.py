@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 
 from saber_core.discovery.per_query import (
+    DiscoveryInputs,
     bma_block,
     build_bma_index,
     build_near_duplicate_index,
@@ -85,7 +86,9 @@ CONFIGS = [
 def test_discovery_equals_brute_force_pools(corpus, reference, config):
     onto, _, sets, summaries, problems = corpus
     queries, rows = reference
-    result = discover_pools(onto, sets, queries, summaries, problems, config, seed=9, block_size=5)
+    result = discover_pools(
+        DiscoveryInputs(onto, sets, queries, summaries, problems), config, seed=9, block_size=5
+    )
     assert len(result.pools) == len(queries)
     statuses = set()
     for q, d in enumerate(queries.tolist()):
@@ -204,14 +207,19 @@ def test_lin_rows_equals_scalar_lin(corpus):
     np.testing.assert_array_equal(table, np.asarray(expected, dtype=np.float32))
 
 
+def test_inputs_of_different_lengths_are_refused_with_both_counts(corpus):
+    onto, frame, sets, summaries, problems = corpus
+    fewer = build_token_matrix(frame["summary"].head(frame.height - 1))
+    with pytest.raises(ValueError, match=rf"{frame.height} topic sets but {frame.height - 1} "):
+        DiscoveryInputs(onto, sets, np.arange(3), fewer, problems)
+
+
 def test_results_do_not_depend_on_block_size(corpus):
     onto, frame, sets, summaries, problems = corpus
     queries = sample_queries(frame["domain"], 20, seed=1)
     config = CONFIGS[0]
-    runs = [
-        list(iter_discovery(onto, sets, queries, summaries, problems, config, 3, block, 5))
-        for block in (1, 7, 64)
-    ]
+    inputs = DiscoveryInputs(onto, sets, queries, summaries, problems)
+    runs = [list(iter_discovery(inputs, config, 3, block, 5)) for block in (1, 7, 64)]
     base = [p for block in runs[0] for p in block.pools]
     for run in runs[1:]:
         pools = [p for block in run for p in block.pools]
@@ -277,7 +285,9 @@ def test_linear_quantiles_bit_identical_to_np_quantile():
 def test_pool_frames_match_the_asset_layout(corpus):
     onto, frame, sets, summaries, problems = corpus
     queries = sample_queries(frame["domain"], 6, seed=0)
-    result = discover_pools(onto, sets, queries, summaries, problems, CONFIGS[0], seed=1)
+    result = discover_pools(
+        DiscoveryInputs(onto, sets, queries, summaries, problems), CONFIGS[0], seed=1
+    )
     query_ids = [f"q{i}" for i in range(len(queries))]
     pools, outcomes = pool_frames(result, query_ids, frame["doc_id"].to_numpy())
     assert pools.columns == ["query_id", "position", "doc_id", "group", "relaxed", "bma", "jaccard"]
