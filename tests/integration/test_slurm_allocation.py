@@ -28,7 +28,6 @@ import dagster as dg
 import polars as pl
 import pytest
 import yaml
-from band_rule import PAIR, band_decided
 from test_slurm import (
     JOB_TIMEOUT_S,
     _error_text,
@@ -38,6 +37,7 @@ from test_slurm import (
     judge_requests_for,
     usable_dev_profile,
 )
+from triage_counts import PAIR, band_decided, paid_judge_calls, tournament_judge_calls
 
 from saber_compute.llm.interface import LLMRequest, LLMResult
 from saber_core.validity.triage_round import TRIAGE_JUDGE_KIND
@@ -665,11 +665,6 @@ def test_sigkill_of_the_supervisor_mid_tournament_cancels_and_resumes(
         build.cleanup()
 
 
-def _judge_calls(build: Build) -> int:
-    calls = build.store.query("SELECT count(*) AS n FROM llm_calls WHERE prompt_id LIKE 'judge%'")
-    return calls["n"][0]
-
-
 def test_triage_grades_and_judges_in_the_builds_one_allocation(reference, dev, sshd, tmp_path):
     """``yesno:build`` grades the pools on the build's own model in the run's one allocation
     (one job, one model load), the band rule on P(yes) decides the confident pairs, the judge
@@ -699,7 +694,9 @@ def test_triage_grades_and_judges_in_the_builds_one_allocation(reference, dev, s
         assert band_decided(judgments, grades, low, high) == set(decided.select(PAIR).rows())
         assert judgments.height == full.table("judgments").height
         saved = 2 * decided.height  # both orders: two judge calls per pair
-        assert _judge_calls(build) == _judge_calls(full) - saved
+        assert tournament_judge_calls(full.store) == 2 * judgments.height
+        assert tournament_judge_calls(build.store) == 2 * (judgments.height - decided.height)
+        assert paid_judge_calls(build.store) < paid_judge_calls(full.store)
         report = (build.home / "export" / "report.md").read_text()
         assert f"| pairs decided by triage | {decided.height} |" in report
         assert f"| judge calls saved | {saved} (" in report

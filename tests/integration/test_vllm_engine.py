@@ -21,7 +21,7 @@ import dagster as dg
 import numpy as np
 import polars as pl
 import pytest
-from band_rule import PAIR, band_decided
+from triage_counts import PAIR, band_decided, paid_judge_calls, tournament_judge_calls
 
 from saber_cli.build import llm_summary, run_build
 from saber_cli.reference import build_agreement
@@ -253,7 +253,9 @@ def test_triage_grades_with_the_build_llm_and_leaves_fewer_pairs_to_the_judge(
     full_store = DuckDBStore(database=str(full.database_path))
     assert judgments.height == full_store.read_table("judgments").height  # as many pairs
     saved = 2 * decided.height  # both orders: two judge calls per pair
-    assert _judge_calls(store) == _judge_calls(full_store) - saved
+    assert tournament_judge_calls(full_store) == 2 * judgments.height
+    assert tournament_judge_calls(store) == 2 * (judgments.height - decided.height)
+    assert paid_judge_calls(store) < paid_judge_calls(full_store)
     report = (build.export_dir / "report.md").read_text()
     assert f"| pairs decided by triage | {decided.height} |" in report
     assert f"| judge calls saved | {saved} (" in report
@@ -261,10 +263,6 @@ def test_triage_grades_with_the_build_llm_and_leaves_fewer_pairs_to_the_judge(
     printed = capsys.readouterr().out
     assert f"agreement with the reference build {full.home_path}" in printed
     assert "Spearman" in printed
-
-
-def _judge_calls(store: DuckDBStore) -> int:
-    return store.query("SELECT count(*) AS n FROM llm_calls WHERE prompt_id LIKE 'judge%'")["n"][0]
 
 
 def test_offline_batch_and_server_give_the_same_greedy_verdicts(backend, openai_server):

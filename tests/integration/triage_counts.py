@@ -1,5 +1,5 @@
-"""The band rule of triage counted again from the grades, for the build tests: a pair is decided
-when one candidate's grade is at or above ``high`` and the other's below ``low``."""
+"""Triage counted again for the build tests: the pairs the band rule decides (one candidate's
+grade at or above ``high``, the other's below ``low``) and the judge calls the tournament paid."""
 
 import polars as pl
 
@@ -15,3 +15,15 @@ def band_decided(judgments: pl.DataFrame, grades: pl.DataFrame, low: float, high
         if (ga >= high and gb < low) or (gb >= high and ga < low):
             decided.add((q, r, a, b))
     return decided
+
+
+def paid_judge_calls(store) -> int:
+    """Judge calls paid by the whole build (the tournament and the validity report's round
+    robins, which pay again for a pair triage kept from the judge)."""
+    calls = store.query("SELECT count(*) AS n FROM llm_calls WHERE prompt_id LIKE 'judge%'")
+    return calls["n"][0]
+
+
+def tournament_judge_calls(store) -> int:
+    """Judge calls the tournament rounds made, as the build counts them per query."""
+    return store.read_table("tournament_queries")["judge_calls"].sum()
