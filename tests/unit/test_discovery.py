@@ -208,7 +208,7 @@ def test_lin_rows_equals_scalar_lin(corpus):
 
 
 def test_inputs_of_different_lengths_are_refused_with_both_counts(corpus):
-    onto, frame, sets, summaries, problems = corpus
+    onto, frame, sets, _, problems = corpus
     fewer = build_token_matrix(frame["summary"].head(frame.height - 1))
     with pytest.raises(ValueError, match=rf"{frame.height} topic sets but {frame.height - 1} "):
         DiscoveryInputs(onto, sets, np.arange(3), fewer, problems)
