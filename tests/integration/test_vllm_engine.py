@@ -85,9 +85,18 @@ def home(tmp_path_factory):
         reap_group(int(pid_file.read_text()))  # nothing of it may outlive the module
 
 
+def _running(pid: int) -> bool:
+    """The process exists and has not exited (a zombie child of this process has: it waits
+    only for its parent to reap it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def _wait_gone(pid: int, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+    while time.monotonic() < deadline and _running(pid):
         time.sleep(0.5)
 
 
