@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: setup vllm-env run test test-unit test-e2e test-slow bench bench-quick bench-llm bench-eval ui lint dagster-home clean slurm-up slurm-down
+.PHONY: setup vllm-env run test test-all test-unit test-e2e test-slow bench bench-quick bench-llm bench-eval ui lint dagster-home clean slurm-up slurm-down
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -47,6 +47,12 @@ test-unit:
 # end-to-end checks: whole builds in subprocesses, the UI, real model generation (CI runs them)
 test-e2e:
 	$(PY) -m pytest -q $(PYTEST_ARGS) -m "e2e and not slow"
+
+# both tiers (`make test` and `make test-e2e`) at once, in two pytest-xdist workers: the
+# dev-cluster tests, which mostly wait on the cluster, run beside the rest (CI runs this)
+test-all:
+	$(PY) -m pytest -q $(PYTEST_ARGS) -n 2 --dist loadgroup --no-loadscope-reorder \
+		-m "not slow and not gpu"
 
 test-slow:
 	$(PY) -m pytest -q $(PYTEST_ARGS) -m slow

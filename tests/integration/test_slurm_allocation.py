@@ -488,9 +488,11 @@ def test_vllm_build_serves_every_llm_stage_from_one_allocation_and_one_load(dev,
             pytest.fail(reason)
         pytest.skip(reason)
     build = Build(dev, sshd, tmp_path, shard_size=256)
+    # small budgets: the test is about where the calls run, not what the 270M model writes
     build.env.update(SABER_LLM_BACKEND="vllm", SABER_SUMMARIES="llm", SABER_TOPICS="llm",
-                     SABER_CORPUS_LIMIT="12", SABER_ROUNDS="2",
-                     SABER_VALIDITY_RR_QUERIES="0")  # fmt: skip
+                     SABER_CORPUS_LIMIT="8", SABER_N_QUERIES="1", SABER_ROUNDS="2",
+                     SABER_SUMMARY_MAX_TOKENS="32", SABER_TOPICS_MAX_TOKENS="24",
+                     SABER_TOPIC_SHORTLIST="6", SABER_VALIDITY_RR_QUERIES="0")  # fmt: skip
     try:
         out = build.run()
         jobs = _jobs_under(build.remote_base)

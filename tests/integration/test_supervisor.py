@@ -190,8 +190,11 @@ from pathlib import Path
 from saber_cli.parent_watch import watch_parent
 out = Path(sys.argv[1])
 expected = int(sys.argv[2]) if len(sys.argv) > 2 else os.getppid()
-def orphaned():
-    out.write_text(f"{time.time()}")
+def orphaned():  # written whole, then renamed: the test never reads a half-written file
+    noticed = time.time()
+    part = out.with_name(out.name + ".part")
+    part.write_text(f"{noticed}")
+    os.replace(part, out)
     os._exit(0)
 watch_parent(expected, orphaned)
 print("watching", flush=True)
