@@ -10,7 +10,6 @@ from saber_assets.definitions import build_definitions
 from saber_resources.config import load_build_config
 
 START, END = "<!-- asset-map:start -->", "<!-- asset-map:end -->"
-METHODS = ("platform", "sabermath")
 
 
 def _rows(defs: dg.Definitions) -> list[tuple[str, str, str, str, str]]:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pydantic
 
-from saber_cli.catalog import METHODS, asset_map, markers
+from saber_cli.catalog import asset_map, markers
+from saber_core.construction import METHODS
 from saber_resources.config.loading import LEGACY, LEGACY_FLAT, RENAMED, SECTION_PREFIX
 from saber_resources.config.schema import SECTIONS, BuildConfig, Registered
 

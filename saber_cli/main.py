@@ -278,7 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "export":
         return _export(args)
     if args.command == "catalog":
-        from saber_cli.catalog import METHODS, asset_map
+        from saber_cli.catalog import asset_map
+        from saber_core.construction import METHODS
 
         for method in METHODS:
             print(f"method: {method}\n\n{asset_map(method)}\n")

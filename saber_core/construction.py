@@ -18,23 +18,30 @@ summary tokens         ``tokenizer``             ``sabermath`` (ASCII,      ``pl
                                                  sklearn + 30 math stop     own stop list,
                                                  words, ∅∅ → 1)             ∅∅ → 0)
 score precision        ``precision``             ``float16``                ``float32``
-thresholds             ``thresholds``            ``global_percentile`` (q   ``per_query``
-                                                 over all ordered pairs)    quantiles
+thresholds             ``thresholds``            ``global_percentile`` (q   ``quantile`` (per
+                                                 over all ordered pairs)    query; or ``absolute``)
 targets                ``targets``               ``eligible_rows`` (every   ``sampled_queries``
                                                  row whose groups fill)     (balanced first)
 choice in a group      ``group_choice``          ``random_sample``          ``top_score``
 near-duplicates        ``near_duplicates``       ``keep``                   ``exclude``
 domains                ``domains``               ``multi_label`` + quotas   ``single``
-Swiss pairing          ``swiss``                 ``published``              ``platform``
+pairing                ``pairing``               ``published_swiss``        ``swiss`` (or
+                                                                            ``information``,
+                                                                            ``adaptive``)
 Bradley–Terry fit      ``bt``                    ``sklearn_lbfgs``          ``exact``
 =====================  ========================  =========================  ===================
+
+This is the one table of the presets and the one vocabulary: ``thresholds``, ``pairing`` and
+``bt`` take the values of the build config's ``thresholds.mode``, ``tournament.pairing`` and
+``rating.fit``, which are their homes (:data:`DERIVED_STEPS`).
 
 The published defects have opt-in fixes (``fixes``; :data:`saber_core.published.FIXES`);
 a fix applies to the published variant of its step.
 
 Two discovery engines carry the steps: ``all_pairs`` (``thresholds: global_percentile`` with
 ``targets: eligible_rows``: every ordered pair of the corpus is scored) and ``per_query``
-(``per_query`` with ``sampled_queries``: queries first, then a query × corpus matrix). Each
+(``quantile`` or ``absolute`` with ``sampled_queries``: queries first, then a query × corpus
+matrix). Each
 supports the step variants of :data:`SUPPORTED`; :meth:`Construction.validate` names the
 conflicting options of anything else.
 """
@@ -57,28 +64,34 @@ STEPS = (
     "group_choice",
     "near_duplicates",
     "domains",
-    "swiss",
+    "pairing",
     "bt",
 )
-CHOICES: dict[str, tuple[str, str]] = {  # (sabermath, platform)
+METHODS = ("sabermath", "platform")  # the presets: the columns of CHOICES
+CHOICES: dict[str, tuple[str, str]] = {  # step → its option under each of METHODS
     "ontology_source": ("tag_paths", "node_file"),
     "tag_cleanup": ("published", "dedupe"),
     "ic": ("corpus_frequency", "seco"),
     "bma": ("pooled", "mean_of_means"),
     "tokenizer": ("sabermath", "platform"),
     "precision": ("float16", "float32"),
-    "thresholds": ("global_percentile", "per_query"),
+    "thresholds": ("global_percentile", "quantile"),
     "targets": ("eligible_rows", "sampled_queries"),
     "group_choice": ("random_sample", "top_score"),
     "near_duplicates": ("keep", "exclude"),
     "domains": ("multi_label", "single"),
-    "swiss": ("published", "platform"),
+    "pairing": ("published_swiss", "swiss"),
     "bt": ("sklearn_lbfgs", "exact"),
 }
+OTHER_CHOICES = {  # options no preset picks
+    "thresholds": ("absolute",),
+    "pairing": ("information", "adaptive"),
+}
+GLOBAL_THRESHOLDS = "global_percentile"  # the one mode of the all_pairs engine
 # Steps whose option has its home in another section of the build config: the threshold mode
-# (``thresholds``, ``targets``: the discovery engine), the pairing (``swiss``) and the
-# Bradley–Terry fit (``bt``). The others are set as steps.
-DERIVED_STEPS = ("thresholds", "targets", "swiss", "bt")
+# (``thresholds``, ``targets``: the discovery engine), the pairing and the Bradley–Terry fit
+# (``bt``). The others are set as steps.
+DERIVED_STEPS = ("thresholds", "targets", "pairing", "bt")
 OPTION_STEPS = tuple(step for step in STEPS if step not in DERIVED_STEPS)
 # Step variants each discovery engine implements (tournament steps work with both).
 SUPPORTED: dict[str, dict[str, tuple[str, ...]]] = {
@@ -111,8 +124,8 @@ FIX_NEEDS = {
     "ancestor_check": ("tag_cleanup", "published"),
     "root_self_similarity": ("targets", "eligible_rows"),
     "empty_idea_jaccard": ("tokenizer", "sabermath"),
-    "sit_outs": ("swiss", "published"),
-    "presentation": ("swiss", "published"),
+    "sit_outs": ("pairing", "published_swiss"),
+    "presentation": ("pairing", "published_swiss"),
     "bt_exact": ("bt", "sklearn_lbfgs"),
 }
 
@@ -133,7 +146,7 @@ class Construction:
     group_choice: str
     near_duplicates: str
     domains: str
-    swiss: str
+    pairing: str
     bt: str
     fixes: tuple[str, ...] = ()
     threshold_quantile: float = THRESHOLD_QUANTILE
@@ -151,14 +164,14 @@ class Construction:
         """ValueError naming the options that no engine combines; returns ``self``."""
         for step in STEPS:
             value = getattr(self, step)
-            if value not in CHOICES[step]:
-                raise ValueError(f"construction: {step}={value!r}; choose one of {CHOICES[step]}")
-        pair = (self.thresholds, self.targets)
-        if pair not in (("global_percentile", "eligible_rows"), ("per_query", "sampled_queries")):
+            allowed = choices(step)
+            if value not in allowed:
+                raise ValueError(f"construction: {step}={value!r}; choose one of {allowed}")
+        if (self.thresholds == GLOBAL_THRESHOLDS) != (self.targets == "eligible_rows"):
             raise ValueError(
                 f"construction: thresholds={self.thresholds!r} with targets={self.targets!r}: "
-                "use global_percentile with eligible_rows (every ordered pair scored) or "
-                "per_query with sampled_queries"
+                f"use {GLOBAL_THRESHOLDS} with eligible_rows (every ordered pair scored), the "
+                "per-query thresholds with sampled_queries"
             )
         for step, allowed in SUPPORTED[self.engine].items():
             if getattr(self, step) not in allowed:
@@ -184,11 +197,16 @@ class Construction:
         return values
 
 
+def choices(step: str) -> tuple[str, ...]:
+    """Every option of ``step``: the presets' first, in the order of :data:`METHODS`."""
+    return (*dict.fromkeys(CHOICES[step]), *OTHER_CHOICES.get(step, ()))
+
+
 def preset(method: str) -> Construction:
     """The construction of a preset: ``sabermath`` (published) or ``platform``."""
-    if method not in ("sabermath", "platform"):
-        raise ValueError(f"method must be 'sabermath' or 'platform', got {method!r}")
-    column = 0 if method == "sabermath" else 1
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    column = METHODS.index(method)
     return Construction(method=method, **{step: CHOICES[step][column] for step in STEPS})
 
 
@@ -214,10 +232,14 @@ __all__ = [
     "DERIVED_STEPS",
     "FIXES",
     "FIX_NEEDS",
+    "GLOBAL_THRESHOLDS",
+    "METHODS",
     "OPTION_STEPS",
+    "OTHER_CHOICES",
     "STEPS",
     "SUPPORTED",
     "Construction",
+    "choices",
     "preset",
     "resolve",
 ]

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from saber_core.construction import OPTION_STEPS, Construction, resolve
+from saber_core.construction import GLOBAL_THRESHOLDS, OPTION_STEPS, Construction, preset, resolve
 from saber_core.discovery.pools import PoolConfig
 from saber_core.published import DOMAIN_MAP, DOMAIN_QUOTAS, SWISS_SEED, parse_fixes
 from saber_core.tournament.adaptive import DEFAULT_RULE, AdaptiveRule
@@ -54,10 +54,6 @@ if TYPE_CHECKING:
         ValiditySettings,
     )
 
-PRESET = {  # method → (threshold mode, pairing, Bradley–Terry fit)
-    "sabermath": ("global_percentile", "published_swiss", "sklearn_lbfgs"),
-    "platform": ("quantile", "swiss", "exact"),
-}
 OPTION_FIXES = ("presentation", "bt_exact")  # fixes that are options of the plan
 
 
@@ -200,7 +196,7 @@ def conflict(config: BuildConfig, key: str, other: str, why: str) -> PlanError:
 
 
 def _threshold_mode(config: BuildConfig) -> str:
-    return config.thresholds.mode or PRESET[config.method][0]
+    return config.thresholds.mode or preset(config.method).thresholds
 
 
 def _fixes(config: BuildConfig) -> tuple[str, ...]:
@@ -211,7 +207,7 @@ def _fixes(config: BuildConfig) -> tuple[str, ...]:
 
 
 def _pairing(config: BuildConfig, fixes: tuple[str, ...]) -> str:
-    pairing = config.tournament.pairing or PRESET[config.method][1]
+    pairing = config.tournament.pairing or preset(config.method).pairing
     if "sit_outs" in fixes and pairing != "published_swiss":
         raise conflict(
             config,
@@ -271,7 +267,7 @@ def _fit(config: BuildConfig, fixes: tuple[str, ...]) -> str:
                 "the fix bt_exact is rating.fit: exact",
             )
         return "exact"
-    fit = fit or PRESET[config.method][2]
+    fit = fit or preset(config.method).bt
     if config.rating.style_control and fit == "sklearn_lbfgs":
         raise conflict(
             config,
@@ -372,15 +368,14 @@ def _construction(config: BuildConfig, mode: str, pairing: str, fit: str, fixes,
     step_fixes = [f for f in fixes if f not in OPTION_FIXES]
     if pairing == "published_swiss" and presentation == "seeded_random":
         step_fixes.append("presentation")
-    global_thresholds = mode == "global_percentile"
     try:
         return resolve(
             config.method,
             step_fixes,
             config.thresholds.quantile,
-            thresholds="global_percentile" if global_thresholds else "per_query",
-            targets="eligible_rows" if global_thresholds else "sampled_queries",
-            swiss="published" if pairing == "published_swiss" else "platform",
+            thresholds=mode,
+            targets="eligible_rows" if mode == GLOBAL_THRESHOLDS else "sampled_queries",
+            pairing=pairing,
             bt=fit,
             **steps,
         )

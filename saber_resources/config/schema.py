@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import dagster as dg
 import pydantic
 
-from saber_core.construction import CHOICES, OPTION_STEPS
+from saber_core.construction import METHODS, OPTION_STEPS, choices
 from saber_resources.store.paths import SaberPaths
 
 if TYPE_CHECKING:
@@ -52,6 +52,12 @@ class Registered:
 
 BackendName = Annotated[str, pydantic.AfterValidator(Registered("BACKENDS"))]
 JudgeName = Annotated[str, pydantic.AfterValidator(Registered("JUDGES"))]
+
+# The words of the presets' table (saber_core.construction), "" = the method's preset
+Method = Literal[METHODS]  # type: ignore[valid-type]
+ThresholdMode = Literal[("", *choices("thresholds"))]  # type: ignore[valid-type]
+Pairing = Literal[("", *choices("pairing"))]  # type: ignore[valid-type]
+RatingFit = Literal[("", *choices("bt"))]  # type: ignore[valid-type]
 
 
 class InputSettings(dg.Config):
@@ -110,7 +116,7 @@ class ThresholdSettings(dg.Config):
     values); "" = the method's preset.
     """
 
-    mode: Literal["", "global_percentile", "quantile", "absolute"] = ""  # see above
+    mode: ThresholdMode = ""  # see above
     quantile: float = 0.99  # the global percentile over all ordered pairs (global_percentile)
     topic_high: float = 0.9  # high topic similarity from here (quantile or value)
     topic_low: float = 0.5  # low topic similarity up to here (quantile or value)
@@ -125,9 +131,10 @@ def _described(factory: type, text: str) -> typing.Any:
 def _construction_section() -> type[dg.Config]:
     """``ConstructionSettings``: one optional field per construction step set as a step
     (:data:`saber_core.construction.OPTION_STEPS`; None = the method preset's choice, checked
-    against ``CHOICES``), the fixes, the domain quotas and map, and the defect audit."""
+    against :func:`~saber_core.construction.choices`), the fixes, the domain quotas and map,
+    and the defect audit."""
     steps = {
-        step: (str | None, pydantic.Field(default=None, description=" | ".join(CHOICES[step])))
+        step: (str | None, pydantic.Field(default=None, description=" | ".join(choices(step))))
         for step in OPTION_STEPS
     }
     section = pydantic.create_model(
@@ -181,7 +188,7 @@ class TournamentSettings(dg.Config):
     judge_max_tokens: int = 4096  # token budget of one generated verdict
     presentation: Literal["", "pool_order", "both_orders", "seeded_random"] = ""  # see above
     rounds: int = 8  # rounds per query (adaptive: at most)
-    pairing: Literal["", "swiss", "published_swiss", "information", "adaptive"] = ""  # see above
+    pairing: Pairing = ""  # see above
     seed: int | None = None  # the tournament's seed (None: the seed policy above)
     adaptive_warmup: int = 4  # Swiss rounds before adaptive pairing starts
     adaptive_stop_ndcg: float = 0.9  # a query stops at this posterior nDCG@10
@@ -210,7 +217,7 @@ class RatingSettings(dg.Config):
     and rate by the style-free strengths (docs/validity.md "Style"; needs the ``exact`` fit).
     """
 
-    fit: Literal["", "exact", "sklearn_lbfgs"] = ""  # see above
+    fit: RatingFit = ""  # see above
     soft: bool = False  # fit the judge's probabilities, not hard wins
     c: typing.Any = 1.0  # L2 strength C of the fit (scikit-learn's C), or auto (see above)
     c_file: str = ""  # c: auto's chosen_c.json ("": <home>/study/budget/chosen_c.json)
@@ -285,7 +292,7 @@ class BuildConfig(dg.ConfigurableResource):
     profile: str = "default"  # the profile the settings came from
     home: str = ".saber"  # the SABER home: database, artifacts, caches, export
     seed: int = 0  # the build's seed: every random step derives from it (seed policy)
-    method: Literal["platform", "sabermath"] = "platform"  # the preset of every empty setting
+    method: Method = "platform"  # the preset of every empty setting
     execution: Literal["local", "slurm"] = "local"  # where LLM stages and all-pairs passes run
     inputs: InputSettings = InputSettings()
     annotation: AnnotationSettings = AnnotationSettings()

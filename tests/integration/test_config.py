@@ -211,7 +211,8 @@ def test_presets_fill_only_what_is_left_empty(clean_env):
     assert (paper.engine, paper.tournament.pairing, paper.tournament.seed) == (
         "all_pairs", "published_swiss", 42)  # fmt: skip
     assert paper.rating.fit == "sklearn_lbfgs" and paper.tournament.presentation == "pool_order"
-    assert paper.construction.swiss == "published" and paper.construction.bt == "sklearn_lbfgs"
+    assert paper.construction.pairing == "published_swiss"
+    assert paper.construction.bt == "sklearn_lbfgs"
     fixed = load_build_config("paper", sabermath_fixes=["presentation", "bt_exact"]).plan()
     assert fixed.tournament.presentation == "seeded_random" and fixed.rating.fit == "exact"
     assert fixed.construction.fixes == ("presentation",)  # bt_exact is now rating.fit: exact
@@ -295,3 +296,24 @@ def test_a_subcommand_with_conflicting_settings_says_so_in_one_line(
     assert message.startswith(f"saber {command}: tournament.pairing = 'adaptive'")
     assert "(env SABER_PAIRING)" in message and f"(profile {profile})" in message
     assert "construction.swiss = 'published'" in message and "\n" not in message
+
+
+def test_the_config_speaks_the_presets_vocabulary():
+    """The settings a preset fills take exactly the words of its table (``CHOICES``)."""
+    import typing
+
+    from saber_core.construction import METHODS, choices
+    from saber_resources.config.schema import (
+        BuildConfig,
+        RatingSettings,
+        ThresholdSettings,
+        TournamentSettings,
+    )
+
+    def words(model, field: str) -> set[str]:
+        return set(typing.get_args(model.model_fields[field].annotation)) - {""}
+
+    assert words(BuildConfig, "method") == set(METHODS)
+    assert words(ThresholdSettings, "mode") == set(choices("thresholds"))
+    assert words(TournamentSettings, "pairing") == set(choices("pairing"))
+    assert words(RatingSettings, "fit") == set(choices("bt"))
