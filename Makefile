@@ -51,7 +51,7 @@ test-e2e:
 # both tiers (`make test` and `make test-e2e`) at once, in two pytest-xdist workers: the
 # dev-cluster tests, which mostly wait on the cluster, run beside the rest (CI runs this)
 test-all:
-	$(PY) -m pytest -q $(PYTEST_ARGS) -n 2 --dist loadgroup --no-loadscope-reorder \
+	$(PY) -m pytest -q $(PYTEST_ARGS) -n 2 --dist loadscope --no-loadscope-reorder \
 		-m "not slow and not gpu"
 
 test-slow:

@@ -2,36 +2,63 @@
 ``make test-all``, which runs both tiers in two pytest-xdist workers."""
 
 import os
+from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-HEAVY_GROUP = "dev-cluster-and-vllm"
+# The modules with dev-cluster or vLLM tests: one unit of work, so no two of them queue for the
+# cluster's one node at once and no two vLLM engines spin on the same two cores (three at once
+# made a run slower than one worker). Collection checks that the list is complete.
+HEAVY_MODULES = frozenset(
+    {
+        "test_allpairs_slurm",
+        "test_eval_slurm",
+        "test_eval_vllm_engines",
+        "test_slurm",
+        "test_slurm_allocation",
+        "test_slurm_check",
+        "test_vllm_engine",
+    }
+)
+HEAVY_UNIT = "dev-cluster-and-vllm"
 
 
-def _modules_with(items: list[pytest.Item], marker: str) -> set[str]:
-    return {i.module.__name__ for i in items if i.get_closest_marker(marker)}
+def _module(item: pytest.Item) -> str:
+    return Path(str(item.path)).stem
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Work units for ``--dist loadgroup``: a module's tests stay together (they share its
-    fixtures: a vLLM server, a reference build), and every module with a dev-cluster or a vLLM
-    test is in one unit: no two of them queue for the cluster's one node at once, and no two
-    vLLM engines spin on the same two cores (measured: three at once made a run slower than
-    one worker). Longest units first: that one (it waits on the cluster a lot, while the other
-    worker computes), then the modules with end-to-end tests."""
-    if getattr(config.option, "dist", "no") != "loadgroup":
+    """In an xdist worker: the longest units first — the heavy one (it waits on the cluster a
+    lot while the other worker computes), then the modules with end-to-end tests."""
+    if not hasattr(config, "workerinput"):
         return
-    heavy = _modules_with(items, "slurm") | _modules_with(items, "vllm")
-    e2e = _modules_with(items, "e2e")
+    marked = {
+        _module(i) for i in items if i.get_closest_marker("slurm") or i.get_closest_marker("vllm")
+    }
+    if marked - HEAVY_MODULES:
+        raise pytest.UsageError(
+            f"tests/conftest.py: add {sorted(marked - HEAVY_MODULES)} to HEAVY_MODULES"
+        )
+    e2e = {_module(i) for i in items if i.get_closest_marker("e2e")}
 
     def rank(item: pytest.Item) -> int:
-        name = item.module.__name__
-        return 0 if name in heavy else 1 if name in e2e else 2
+        name = _module(item)
+        return 0 if name in HEAVY_MODULES else 1 if name in e2e else 2
 
-    items.sort(key=rank)  # stable: each unit keeps its order
-    for item in items:
-        name = item.module.__name__
-        item.add_marker(pytest.mark.xdist_group(HEAVY_GROUP if name in heavy else name))
+    items.sort(key=rank)  # stable: each module keeps its order
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Units of work: a module (its tests share its fixtures: a vLLM server, a reference build),
+    every heavy module together; handed out in collection order (``--no-loadscope-reorder``)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return HEAVY_UNIT if Path(path).stem in HEAVY_MODULES else path
+
+    return ModuleUnits(config, log)
