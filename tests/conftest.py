@@ -9,21 +9,21 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-# The modules with dev-cluster or vLLM tests: one unit of work, so no two of them queue for the
-# cluster's one node at once and no two vLLM engines spin on the same two cores (three at once
-# made a run slower than one worker). Collection checks that the list is complete.
-HEAVY_MODULES = frozenset(
+# Two units of their own: the modules with dev-cluster tests (no two of them queue for the
+# cluster's one node at once) and the modules with local vLLM engines (no two engines spin on
+# the same two cores: three at once made a run slower than one worker). Collection checks that
+# the lists are complete.
+CLUSTER_MODULES = frozenset(
     {
         "test_allpairs_slurm",
         "test_eval_slurm",
-        "test_eval_vllm_engines",
         "test_slurm",
         "test_slurm_allocation",
         "test_slurm_check",
-        "test_vllm_engine",
     }
 )
-HEAVY_UNIT = "dev-cluster-and-vllm"
+VLLM_MODULES = frozenset({"test_eval_vllm_engines", "test_vllm_engine"})
+HEAVY_MODULES = CLUSTER_MODULES | VLLM_MODULES
 
 
 def _module(item: pytest.Item) -> str:
@@ -31,8 +31,9 @@ def _module(item: pytest.Item) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """In an xdist worker: the longest units first — the heavy one (it waits on the cluster a
-    lot while the other worker computes), then the modules with end-to-end tests."""
+    """In an xdist worker: the longest units first — the dev-cluster one (it waits on the
+    cluster a lot while the other worker computes) and the vLLM one, then the modules with
+    end-to-end tests."""
     if not hasattr(config, "workerinput"):
         return
     marked = {
@@ -59,6 +60,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     class ModuleUnits(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return HEAVY_UNIT if Path(path).stem in HEAVY_MODULES else path
+            stem = Path(path).stem
+            return (
+                "dev-cluster"
+                if stem in CLUSTER_MODULES
+                else "vllm"
+                if stem in VLLM_MODULES
+                else path
+            )
 
     return ModuleUnits(config, log)
