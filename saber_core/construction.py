@@ -41,9 +41,8 @@ a fix applies to the published variant of its step.
 Two discovery engines carry the steps: ``all_pairs`` (``thresholds: global_percentile`` with
 ``targets: eligible_rows``: every ordered pair of the corpus is scored) and ``per_query``
 (``quantile`` or ``absolute`` with ``sampled_queries``: queries first, then a query × corpus
-matrix). Each
-supports the step variants of :data:`SUPPORTED`; :meth:`Construction.validate` names the
-conflicting options of anything else.
+matrix). Each supports the step variants of :data:`SUPPORTED`; :meth:`Construction.validate`
+names the conflicting options of anything else.
 """
 
 from __future__ import annotations

@@ -12,18 +12,18 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # Two units of their own: the modules with dev-cluster tests (no two of them queue for the
 # cluster's one node at once) and the modules with local vLLM engines (no two engines spin on
 # the same two cores: three at once made a run slower than one worker). Collection checks that
-# the lists are complete.
-CLUSTER_MODULES = frozenset(
-    {
+# every module marked ``slurm`` or ``vllm`` is listed.
+HEAVY_UNITS = {
+    "dev-cluster": (
         "test_allpairs_slurm",
         "test_eval_slurm",
         "test_slurm",
         "test_slurm_allocation",
         "test_slurm_check",
-    }
-)
-VLLM_MODULES = frozenset({"test_eval_vllm_engines", "test_vllm_engine"})
-HEAVY_MODULES = CLUSTER_MODULES | VLLM_MODULES
+    ),
+    "vllm": ("test_eval_vllm_engines", "test_vllm_engine"),
+}
+UNIT_OF = {module: unit for unit, modules in HEAVY_UNITS.items() for module in modules}
 
 
 def _module(item: pytest.Item) -> str:
@@ -39,34 +39,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     marked = {
         _module(i) for i in items if i.get_closest_marker("slurm") or i.get_closest_marker("vllm")
     }
-    if marked - HEAVY_MODULES:
+    if marked - UNIT_OF.keys():
         raise pytest.UsageError(
-            f"tests/conftest.py: add {sorted(marked - HEAVY_MODULES)} to HEAVY_MODULES"
+            f"tests/conftest.py: add {sorted(marked - UNIT_OF.keys())} to a unit of HEAVY_UNITS"
         )
     e2e = {_module(i) for i in items if i.get_closest_marker("e2e")}
 
     def rank(item: pytest.Item) -> int:
         name = _module(item)
-        return 0 if name in HEAVY_MODULES else 1 if name in e2e else 2
+        return 0 if name in UNIT_OF else 1 if name in e2e else 2
 
     items.sort(key=rank)  # stable: each module keeps its order
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """Units of work: a module (its tests share its fixtures: a vLLM server, a reference build),
-    every heavy module together; handed out in collection order (``--no-loadscope-reorder``)."""
+    or one of :data:`HEAVY_UNITS`; handed out in collection order (``--no-loadscope-reorder``)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ModuleUnits(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            stem = Path(path).stem
-            return (
-                "dev-cluster"
-                if stem in CLUSTER_MODULES
-                else "vllm"
-                if stem in VLLM_MODULES
-                else path
-            )
+            return UNIT_OF.get(Path(path).stem, path)
 
     return ModuleUnits(config, log)

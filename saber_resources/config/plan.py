@@ -82,7 +82,7 @@ class ThresholdsPlan(Written):
     @property
     def engine(self) -> str:
         """``all_pairs`` for global thresholds, else ``per_query``."""
-        return "all_pairs" if self.mode == "global_percentile" else "per_query"
+        return "all_pairs" if self.mode == GLOBAL_THRESHOLDS else "per_query"
 
 
 @dataclass(frozen=True)
@@ -398,7 +398,7 @@ def _quotas(config: BuildConfig) -> DomainsPlan:
 
 def _pools(config: BuildConfig, mode: str) -> PoolsPlan:
     p, t = config.pools, config.thresholds
-    if p.query_draw != "shuffle" and mode == "global_percentile":
+    if p.query_draw != "shuffle" and mode == GLOBAL_THRESHOLDS:
         raise conflict(
             config,
             "pools.query_draw",
