@@ -33,7 +33,8 @@ def _module(item: pytest.Item) -> str:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """In an xdist worker: the longest units first — the dev-cluster one (it waits on the
     cluster a lot while the other worker computes) and the vLLM one, then the modules with
-    end-to-end tests."""
+    end-to-end tests. A unit's tests run in this order (a module's vLLM tests may thus come
+    after the next module's: pytest sets its module fixtures up again)."""
     if not hasattr(config, "workerinput"):
         return
     marked = {
@@ -46,8 +47,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     e2e = {_module(i) for i in items if i.get_closest_marker("e2e")}
 
     def rank(item: pytest.Item) -> int:
-        name = _module(item)
-        return 0 if name in UNIT_OF else 1 if name in e2e else 2
+        """The dev-cluster unit's vLLM tests last in their unit: by then the other worker is
+        past the vLLM unit, so no two vLLM engines share the two cores."""
+        unit = UNIT_OF.get(_module(item))
+        if unit == "dev-cluster":
+            return 2 if item.get_closest_marker("vllm") else 0
+        return 1 if unit == "vllm" else 3 if _module(item) in e2e else 4
 
     items.sort(key=rank)  # stable: each module keeps its order
 
@@ -63,3 +68,21 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             return UNIT_OF.get(Path(path).stem, path)
 
     return ModuleUnits(config, log)
+
+
+class FailuresAtOnce:
+    """Under xdist, each failure is named the moment it happens, not only in the summary at the
+    end (which a run cut off by its time limit never prints)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed:
+            terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+            terminal.write_line(f"\nFAILED ({report.when}) {report.nodeid}", red=True)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("numprocesses", None) and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(FailuresAtOnce(config), "saber-failures-at-once")

@@ -163,7 +163,11 @@ start_slurm() {
     sacctmgr -i add cluster "$CLUSTER" >/dev/null
   log "slurmdbd up"
   if ! live_pid slurmctld slurmctld >/dev/null; then
-    slurmctld
+    # A fresh start clears the saved job state (-c): a job recovered from the cluster's last
+    # life has no process behind it any more, yet it would hold the one node until its time
+    # limit (a run killed without down.sh once kept the next suite waiting 24 minutes).
+    slurmctld -c
+    log "slurmctld started with a clear job queue (jobs of its last run dropped)"
   fi
   wait_for slurmctld 60 scontrol ping
   if ! live_pid slurmd slurmd >/dev/null; then
