@@ -33,11 +33,11 @@ from saber_eval.loading import load_benchmark
 from saber_eval.registry import RetrieverEntry
 from saber_eval.retrievers import make_retriever
 from saber_eval.runner import build_tasks, run_retriever
-from saber_resources.embeddings.cache import EmbeddingCache
-from saber_resources.embeddings.embedder import default_embedder_path
-from saber_resources.llm.vllm_backend import default_env_path
-from saber_resources.llm.vllm_openai_server import start_openai_server
-from saber_resources.store.paths import SaberPaths
+from saber_llm.embeddings.cache import EmbeddingCache
+from saber_llm.embeddings.embedder import default_embedder_path
+from saber_llm.vllm_backend import default_env_path
+from saber_llm.vllm_openai_server import start_openai_server
+from saber_store.paths import SaberPaths
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "eval-engines.json"

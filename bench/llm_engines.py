@@ -32,15 +32,15 @@ import pyarrow.parquet as pq
 from saber_compute.llm.embedded import EmbeddedEngine
 from saber_compute.llm.interface import LLMRequest, LLMResult
 from saber_compute.llm.model_folder import chat_template_text
+from saber_config import load_build_config
 from saber_core.inputs.corpus import full_text
-from saber_resources.config import load_build_config
-from saber_resources.factory import make_backend
-from saber_resources.judges import LLMJudge
-from saber_resources.llm.embedded import EmbeddedBackend
-from saber_resources.llm.engine_server import shutdown_servers
-from saber_resources.llm.openai_compat import OpenAICompatibleBackend
-from saber_resources.llm.vllm_openai_server import server_counters, start_openai_server
-from saber_resources.store.sources import champ_corpus
+from saber_llm.embedded import EmbeddedBackend
+from saber_llm.engine_server import shutdown_servers
+from saber_llm.factory import make_backend
+from saber_llm.judges import LLMJudge
+from saber_llm.openai_compat import OpenAICompatibleBackend
+from saber_llm.vllm_openai_server import server_counters, start_openai_server
+from saber_store.sources import champ_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "llm-engines.json"

@@ -434,7 +434,7 @@ def _allpairs_verified(scorer, tree, ic, rows: np.ndarray, n_cols: int) -> tuple
     """Kernel rows against the plain-Python pair reference (``n_cols`` columns per row) and a
     unit's histograms against the numpy reference kernels' values; (equal, reference seconds
     per pair, detail)."""
-    from saber_core.discovery.passes import Band, PassTotals, add_unit
+    from saber_core.discovery.pass_totals import Band, PassTotals, add_unit
 
     arrays = scorer.arrays
     got_b, got_j = scorer.rows(rows)
@@ -481,9 +481,9 @@ def _allpairs_verified(scorer, tree, ic, rows: np.ndarray, n_cols: int) -> tuple
 
 
 def child_allpairs(ctx: Context) -> dict:
-    from saber_core.discovery.all_pairs import eligible
     from saber_core.discovery.global_threshold import histogram_threshold
-    from saber_core.discovery.passes import (
+    from saber_core.discovery.pair_scorer import eligible
+    from saber_core.discovery.pass_totals import (
         Band,
         resolve_counts,
         row_units,
@@ -570,7 +570,7 @@ def _counted(arrays, totals, workers: int) -> tuple[tuple[float, float], np.ndar
     """Thresholds and exact group counts from a banded pass's totals (a second, exact pass when
     a threshold misses the band, as the assets do)."""
     from saber_core.discovery.global_threshold import histogram_threshold
-    from saber_core.discovery.passes import Band, resolve_counts, row_units, run_pass
+    from saber_core.discovery.pass_totals import Band, resolve_counts, row_units, run_pass
 
     t = histogram_threshold(totals.hist_b, 0.99), histogram_threshold(totals.hist_j, 0.99)
     counts = resolve_counts(totals, *t)
@@ -587,7 +587,7 @@ def child_allpairs_incremental(ctx: Context) -> dict:
     a from-scratch pass of the grown databank (band sample + pass), both timed."""
     import polars as pl
 
-    from saber_core.discovery.passes import (
+    from saber_core.discovery.pass_totals import (
         Band,
         row_units,
         run_pass,

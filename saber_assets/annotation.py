@@ -10,6 +10,7 @@ kept), and counted.
 import dagster as dg
 import polars as pl
 
+from saber_config import BuildConfig, PlanReads
 from saber_core.construction import Construction
 from saber_core.inputs.annotations import (
     corpus_summaries,
@@ -22,16 +23,15 @@ from saber_core.inputs.annotations import (
 )
 from saber_core.ontology.tag_paths import node_tree_paths
 from saber_core.signals.jaccard import TOKENIZER_VERSION
-from saber_resources.config import BuildConfig, PlanReads
-from saber_resources.llm.annotators import llm_summaries, llm_topics
-from saber_resources.llm.base import LLMBackend
-from saber_resources.llm.cache import CachedLLM, CallStats
-from saber_resources.llm.prompts import load_prompt, prompt_source
-from saber_resources.slurm import SlurmDispatch, maybe_dispatcher
-from saber_resources.store.database import DuckDBStore
-from saber_resources.store.sources import load_ontology_frame
+from saber_llm.annotators import llm_summaries, llm_topics
+from saber_llm.base import LLMBackend
+from saber_llm.cache import CachedLLM, CallStats
+from saber_llm.prompts import load_prompt, prompt_source
 from saber_runtime.errors import fail_on_backend_errors
 from saber_runtime.stage import StageOutput, materialize_stage
+from saber_slurm import SlurmDispatch, maybe_dispatcher
+from saber_store.database import DuckDBStore
+from saber_store.sources import load_ontology_frame
 
 
 def _cached_llm(context, plan: PlanReads, store, llm, slurm) -> CachedLLM:

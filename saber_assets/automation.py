@@ -38,7 +38,7 @@ BUILTIN_INPUTS = {"champ", "synthetic", "auto", "none", ""}
 def watched_inputs(build: Any) -> list[Path]:
     """Every file a build reads that lives on disk: the corpus, ontology, contamination corpus
     and recipe summaries (when files) and every prompt file of the build's prompt folder."""
-    from saber_resources.llm.prompts import PROMPTS_DIR
+    from saber_llm.prompts import PROMPTS_DIR
 
     names = [
         build.inputs.corpus,
@@ -161,7 +161,7 @@ def slurm_orphan_sensor(
     from dagster_slurm import reconcile_orphaned_slurm_runs
     from dagster_slurm.helpers.ssh_pool import SSHConnectionPool
 
-    from saber_resources.slurm import finished_allocation_runs, release_run
+    from saber_slurm import finished_allocation_runs, release_run
 
     @dg.sensor(
         name="saber_slurm_orphan_sensor",

@@ -17,12 +17,12 @@ from saber_assets.validity import (
     recipe_sensitivity_asset,
     validity_report,
 )
-from saber_resources.config import BuildConfig, BuildPlan, load_build_config
-from saber_resources.factory import make_backend, make_judge
-from saber_resources.llm.base import LLMBackend
-from saber_resources.slurm import SlurmDispatch, slurm_dispatch_from_build
-from saber_resources.store.database import DuckDBStore
+from saber_config import BuildConfig, BuildPlan, load_build_config
+from saber_llm.base import LLMBackend
+from saber_llm.factory import make_backend, make_judge
 from saber_runtime.stage import asset_code_versions
+from saber_slurm import SlurmDispatch, slurm_dispatch_from_build
+from saber_store.database import DuckDBStore
 
 BUILD_JOB = "build_benchmark"
 EVAL_JOB = "evaluate_benchmark"

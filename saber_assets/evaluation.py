@@ -27,6 +27,7 @@ import polars as pl
 import yaml
 from pydantic import Field
 
+from saber_config import BuildConfig
 from saber_eval import node_job
 from saber_eval.benchmark import MAIN_SETTING, Benchmark, parse_settings
 from saber_eval.leaderboard import mteb_result_files, refresh_leaderboard, summary_files
@@ -44,11 +45,10 @@ from saber_eval.runner import (
 )
 from saber_eval.tracking import log_result, log_run
 from saber_eval.version import code_hash
-from saber_resources.config import BuildConfig
-from saber_resources.slurm import SlurmDispatch
-from saber_resources.slurm.eval_jobs import EvalJob, run_eval_job
-from saber_resources.store.database import DuckDBStore, stable_hash
 from saber_runtime.stage import StageOutput, materialize_stage
+from saber_slurm import SlurmDispatch
+from saber_slurm.eval_jobs import EvalJob, run_eval_job
+from saber_store.database import DuckDBStore, stable_hash
 
 DEFAULT_RETRIEVERS = ["bm25", "jaccard", "random", "st:minilm"]
 RETRIEVERS = dg.DynamicPartitionsDefinition(name="retrievers")

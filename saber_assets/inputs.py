@@ -2,16 +2,16 @@
 
 import dagster as dg
 
+from saber_config import BuildConfig, PlanReads
 from saber_core.discovery.databank import tree_ic
 from saber_core.inputs.annotations import raw_tag_lists
 from saber_core.inputs.corpus import ValidatedCorpus, limit_corpus, validate_corpus
 from saber_core.ontology.dag import build_ontology
 from saber_core.ontology.tag_paths import build_frequency_tree, node_tree_paths, tree_frame
-from saber_resources.config import BuildConfig, PlanReads
-from saber_resources.store.database import DuckDBStore
-from saber_resources.store.sources import load_corpus_frame, load_ontology_frame, source_fingerprint
 from saber_runtime.metadata import check
 from saber_runtime.stage import StageOutput, materialize_stage
+from saber_store.database import DuckDBStore
+from saber_store.sources import load_corpus_frame, load_ontology_frame, source_fingerprint
 
 
 def _corpus_checks(tables, figures) -> list[dg.AssetCheckResult]:

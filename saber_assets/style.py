@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 
 from saber_assets.tables import corpus_texts
+from saber_config import PlanReads
 from saber_core.rating.bradley_terry import fit_bradley_terry, rescale_ratings
 from saber_core.rating.bradley_terry_style import StyleFit, fit_style_bradley_terry, rank_changes
 from saber_core.rating.comparisons import Comparisons
@@ -20,9 +21,8 @@ from saber_core.rating.style import (
     cross_validated_auc,
     standardize,
 )
-from saber_resources.config import PlanReads
-from saber_resources.store.database import DuckDBStore
-from saber_resources.store.sources import alternative_summaries
+from saber_store.database import DuckDBStore
+from saber_store.sources import alternative_summaries
 
 MIN_STYLE_TEXTS = 20  # fewer LLM- or human-written texts than this: no n-gram score
 

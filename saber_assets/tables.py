@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from saber_config import PlanReads
 from saber_core.inputs.corpus import full_text_expr
 from saber_core.ontology.dag import Ontology, build_ontology
 from saber_core.rating.comparisons import PlayedRounds
-from saber_resources.config import PlanReads
-from saber_resources.store.database import DuckDBStore
+from saber_store.database import DuckDBStore
 
 
 def stored_ontology(store: DuckDBStore) -> Ontology:

@@ -19,6 +19,7 @@ from saber_assets.triage import (
     provenance_columns,
     round_triage,
 )
+from saber_config import BuildConfig, PlanReads
 from saber_core.rating.bradley_terry_style import fit_style_bradley_terry
 from saber_core.rating.noise import strength_noise_variance
 from saber_core.rating.scales import scale_ratings
@@ -31,14 +32,13 @@ from saber_core.tournament.judgment_table import (
     tournament_violations,
 )
 from saber_core.validity.triage_round import triage_budget
-from saber_resources.config import BuildConfig, PlanReads
-from saber_resources.judges import PairwiseJudge
-from saber_resources.llm.base import LLMBackend
-from saber_resources.slurm import SlurmDispatch, maybe_dispatcher
-from saber_resources.store.database import DuckDBStore
+from saber_llm.base import LLMBackend
+from saber_llm.judges import PairwiseJudge
 from saber_runtime.errors import fail_on_backend_errors
 from saber_runtime.metadata import check
 from saber_runtime.stage import StageOutput, materialize_stage
+from saber_slurm import SlurmDispatch, maybe_dispatcher
+from saber_store.database import DuckDBStore
 
 
 def round_name(r: int) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from saber_config import PlanReads
 from saber_core.rating.comparisons import PlayedRounds
 from saber_core.tournament.judgment_table import RoundRules, TextJudge, input_hash, judge_pairs
 from saber_core.validity.triage_round import (
@@ -40,10 +41,9 @@ from saber_eval.engines.llm import (
 from saber_eval.registry import RetrieverEntry, load_registry
 from saber_eval.retrievers import engine_class, retriever_factory
 from saber_eval.runner import build_tasks, run_retriever
-from saber_resources.config import PlanReads
-from saber_resources.judges import PROVENANCE_COLUMNS, provenance_row
-from saber_resources.llm.prompts import load_prompt
-from saber_resources.store.database import DuckDBStore, stable_hash
+from saber_llm.judges import PROVENANCE_COLUMNS, provenance_row
+from saber_llm.prompts import load_prompt
+from saber_store.database import DuckDBStore, stable_hash
 
 GRADE_COLUMNS = {
     "query_id": pl.String,

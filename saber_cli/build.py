@@ -12,11 +12,11 @@ import polars as pl
 
 from saber_assets.definitions import BUILD_JOB, build_definitions
 from saber_cli.dagster_home import saber_instance
-from saber_resources.config import BuildConfig
-from saber_resources.factory import make_backend
-from saber_resources.llm.base import LLMBackend
-from saber_resources.store.build_lock import build_lock
-from saber_resources.store.database import DuckDBStore
+from saber_config import BuildConfig
+from saber_llm.base import LLMBackend
+from saber_llm.factory import make_backend
+from saber_store.build_lock import build_lock
+from saber_store.database import DuckDBStore
 
 
 def run_build(
@@ -31,7 +31,7 @@ def run_build(
 
     The instance defaults to the SABER home's (:func:`saber_cli.dagster_home.saber_instance`:
     the one the UI shows); ``listeners`` receive every event of the run as it happens;
-    ``notice`` the lock's messages (:func:`saber_resources.store.build_lock.build_lock`).
+    ``notice`` the lock's messages (:func:`saber_store.build_lock.build_lock`).
     With SLURM execution, the run's allocations are released when the job ends (also when it
     failed, not when it was interrupted: ``saber build``'s supervisor cancels those) and what
     its jobs cost is recorded in ``slurm_run_costs``. ``backend`` replaces the plan's LLM backend
@@ -71,7 +71,7 @@ def check_engine(build: BuildConfig, backend: LLMBackend) -> None:
 def finish_slurm(build: BuildConfig, run_id: str) -> dict | None:
     """Release the run's allocations and record its SLURM cost (a warning, never a failure,
     when the cluster cannot be reached: the orphan sensor and the idle timeout release it)."""
-    from saber_resources.slurm import finish_run, slurm_dispatch_from_build
+    from saber_slurm import finish_run, slurm_dispatch_from_build
 
     try:
         store = DuckDBStore(database=str(build.database_path))
@@ -84,7 +84,7 @@ def finish_slurm(build: BuildConfig, run_id: str) -> dict | None:
 def slurm_summary(store: DuckDBStore, run_id: str) -> str:
     """What the run's SLURM work cost (allocations, jobs, model loads, GPU-hours, queue wait,
     requests/s and tokens/s per stage)."""
-    from saber_resources.slurm import cost_lines, run_jobs, stage_costs, summarize_jobs
+    from saber_slurm import cost_lines, run_jobs, stage_costs, summarize_jobs
 
     jobs = run_jobs(store, [run_id])
     totals = {"models": jobs["model_key"].n_unique() if not jobs.is_empty() else 0}
@@ -95,7 +95,7 @@ def slurm_summary(store: DuckDBStore, run_id: str) -> str:
 def llm_summary(store: DuckDBStore, run_id: str) -> str | None:
     """What the run paid its LLM per prompt: calls and, where the engine reports it (vLLM),
     the prefix-cache hit rate = cached / prompt tokens; ``None`` when it paid no call."""
-    from saber_resources.llm.cache import TABLE
+    from saber_llm.cache import TABLE
 
     if not store.has_table(TABLE):
         return None

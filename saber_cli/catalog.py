@@ -7,7 +7,7 @@ from __future__ import annotations
 import dagster as dg
 
 from saber_assets.definitions import build_definitions
-from saber_resources.config import load_build_config
+from saber_config import load_build_config
 
 START, END = "<!-- asset-map:start -->", "<!-- asset-map:end -->"
 

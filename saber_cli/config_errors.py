@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from saber_resources.config import BuildConfig
+    from saber_config import BuildConfig
 
 
 def load_config(command: str, profile: str | None, **overrides: Any) -> BuildConfig:
@@ -13,7 +13,7 @@ def load_config(command: str, profile: str | None, **overrides: Any) -> BuildCon
     of a traceback when a setting is invalid: two settings that conflict (``PlanError``), a
     value of the wrong type (pydantic's ``ValidationError``), an unknown profile — each a
     ``ValueError`` whose message names the setting and where it was given."""
-    from saber_resources.config import load_build_config
+    from saber_config import load_build_config
 
     try:
         return load_build_config(profile, **overrides)

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from saber_resources.store.paths import SaberPaths
+from saber_store.paths import SaberPaths
 
 if TYPE_CHECKING:
     import dagster as dg

@@ -19,11 +19,11 @@ import dagster as dg
 from saber_assets.definitions import EVAL_JOB, build_definitions
 from saber_assets.evaluation import RETRIEVERS, leaderboard, retriever_runs
 from saber_cli.dagster_home import saber_instance
+from saber_config import BuildConfig
 from saber_eval.benchmark import MAIN_SETTING, SETTINGS, parse_settings
 from saber_eval.engines.base import EngineError
 from saber_eval.registry import load_registry
 from saber_eval.retrievers import make_retriever
-from saber_resources.config import BuildConfig
 
 
 def preflight(specs: list[str]) -> None:

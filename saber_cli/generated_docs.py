@@ -14,9 +14,9 @@ from pathlib import Path
 import pydantic
 
 from saber_cli.catalog import asset_map, markers
+from saber_config.loading import LEGACY, LEGACY_FLAT, RENAMED, SECTION_PREFIX
+from saber_config.schema import SECTIONS, BuildConfig, Registered
 from saber_core.construction import METHODS
-from saber_resources.config.loading import LEGACY, LEGACY_FLAT, RENAMED, SECTION_PREFIX
-from saber_resources.config.schema import SECTIONS, BuildConfig, Registered
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGURATION = ROOT / "docs" / "configuration.md"
@@ -24,11 +24,11 @@ README = ROOT / "README.md"
 SABERMATH = ROOT / "docs" / "sabermath.md"
 INTRO = """# Configuration
 
-Generated from the config schema (`saber_resources/config/schema.py`) by `saber docs`; do not
+Generated from the config schema (`saber_config/schema.py`) by `saber docs`; do not
 edit by hand. A build's settings come from a profile (`profiles/<name>.yaml`, chosen by
 `SABER_PROFILE`; nested by section or flat), then `SABER_<NAME>` environment variables, then
 explicit overrides. Every setting has one home below. An empty value (`""`, `null`) means *the
-preset of `method`*; the resolved plan (`saber_resources/config/plan.py`) decides it, and two
+preset of `method`*; the resolved plan (`saber_config/plan.py`) decides it, and two
 given settings that contradict each other stop the build with both names and where each came
 from. Lists and mappings take JSON in the environment (`SABER_DOMAIN_QUOTAS='{"Algebra": 4}'`).
 """

@@ -34,7 +34,7 @@ from saber_eval.agreement_sources import (
 )
 from saber_eval.benchmark import SETTINGS
 from saber_eval.loading import load_benchmark
-from saber_resources.store.paths import SaberPaths
+from saber_store.paths import SaberPaths
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,7 +101,7 @@ def qrels_parser() -> argparse.ArgumentParser:
 
 def qrels_main(argv: Sequence[str] | None = None) -> int:
     """Run ``saber judge qrels-from-champ``."""
-    from saber_resources.store.sources import champ_concepts
+    from saber_store.sources import champ_concepts
 
     args = qrels_parser().parse_args(argv)
     home = Path(args.home) if args.home else SaberPaths.for_profile().home

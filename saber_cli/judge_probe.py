@@ -164,9 +164,9 @@ def probe_main(argv: Sequence[str] | None = None, backend: Any = None) -> int:
     """Entry point of ``saber judge probe`` (``backend``: a test double instead of the plan's)."""
     args = build_parser().parse_args(list(argv) if argv is not None else None)
     from saber_cli.config_errors import load_config
-    from saber_resources.factory import make_backend, make_judge
-    from saber_resources.store.database import DuckDBStore
+    from saber_llm.factory import make_backend, make_judge
     from saber_runtime.judge_probe import run_probe
+    from saber_store.database import DuckDBStore
 
     overrides = {"home": args.home} if args.home else {}
     build = load_config("judge probe", args.profile, **overrides)
@@ -197,7 +197,7 @@ def probe_main(argv: Sequence[str] | None = None, backend: Any = None) -> int:
         return 2
     finally:
         if dispatch is not None and os.environ.get(KEEP_SERVER_ENV) != "1":
-            from saber_resources.llm.engine_server import shutdown_servers
+            from saber_llm.engine_server import shutdown_servers
 
             shutdown_servers(build.home_path)
     out = args.out or build.home_path / "judge-probe"

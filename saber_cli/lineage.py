@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from saber_resources.llm.cache import TABLE as LLM_CALLS
-from saber_resources.store.database import DuckDBStore
+from saber_llm.cache import TABLE as LLM_CALLS
+from saber_store.database import DuckDBStore
 
 VIEWS = {
     "lineage_pool_members": """

@@ -137,7 +137,7 @@ def _export_saber(args: argparse.Namespace) -> dict[str, int]:
     """The build's export, written from its DuckDB store."""
     from saber_assets.export.writer import write_export
     from saber_cli.config_errors import load_config
-    from saber_resources.store.database import DuckDBStore
+    from saber_store.database import DuckDBStore
 
     build = load_config("export", args.profile)
     return write_export(DuckDBStore(database=str(build.database_path)), args.out)
@@ -146,7 +146,7 @@ def _export_saber(args: argparse.Namespace) -> dict[str, int]:
 def _export_mteb(args: argparse.Namespace) -> dict[str, int]:
     """An export folder (default: the build's) as an MTEB task; Dagster-free."""
     from saber_eval.mteb_task import write_mteb_task
-    from saber_resources.store.paths import SaberPaths
+    from saber_store.paths import SaberPaths
 
     source = args.benchmark or SaberPaths.for_profile(args.profile).export_dir
     return write_mteb_task(source, args.out, args.setting)
@@ -155,7 +155,7 @@ def _export_mteb(args: argparse.Namespace) -> dict[str, int]:
 def _export_sabermath(args: argparse.Namespace) -> dict[str, int]:
     """An export folder (default: the build's) in the released SaberMath schema; Dagster-free."""
     from saber_eval.sabermath_format import write_sabermath
-    from saber_resources.store.paths import SaberPaths
+    from saber_store.paths import SaberPaths
 
     return write_sabermath(
         args.benchmark or SaberPaths.for_profile(args.profile).export_dir, args.out
@@ -188,8 +188,8 @@ def _synth(args: argparse.Namespace) -> int:
 def _slurm_check(profile: str | None) -> int:
     """Print each check of the build's cluster profile; exit 1 when one fails."""
     from saber_cli.config_errors import load_config
-    from saber_resources.slurm import slurm_dispatch_from_build
-    from saber_resources.slurm.check import check_profile
+    from saber_slurm import slurm_dispatch_from_build
+    from saber_slurm.check import check_profile
 
     plan = load_config("slurm check", profile).plan()
     settings = slurm_dispatch_from_build(plan)
@@ -229,7 +229,7 @@ def _build(args: argparse.Namespace) -> int:
 def _lineage(args: argparse.Namespace) -> int:
     from saber_cli.config_errors import load_config
     from saber_cli.lineage import lineage_report
-    from saber_resources.store.database import DuckDBStore
+    from saber_store.database import DuckDBStore
 
     build = load_config("lineage", args.profile)
     store = DuckDBStore(database=str(build.database_path))

@@ -13,10 +13,10 @@ import json
 import dagster as dg
 
 from saber_assets.definitions import BUILD_JOB, build_definitions
-from saber_resources.config import BuildConfig
-from saber_resources.llm.base import LLMBackend
-from saber_resources.store.database import DuckDBStore
+from saber_config import BuildConfig
+from saber_llm.base import LLMBackend
 from saber_runtime.dry_run import NEVER, Decision, dry_run
+from saber_store.database import DuckDBStore
 
 
 def plan_build(

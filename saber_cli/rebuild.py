@@ -1,6 +1,6 @@
 """``saber build --from-manifest PATH``: make a build again from what its manifest recorded.
 
-The manifest (``export/manifest.json``, :mod:`saber_resources.provenance`) holds every setting
+The manifest (``export/manifest.json``, :mod:`saber_lineage.provenance`) holds every setting
 as written; they become a profile file in the SABER home, and the build runs supervised as any
 ``saber build``. Before it starts: an input file whose content differs from the recorded hash
 stops it (naming the file and both hashes); another commit, uncommitted changes or other
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import yaml
 
-from saber_resources.config import flat_names
-from saber_resources.config.loading import LEGACY_FLAT
-from saber_resources.provenance import ManifestMismatch, config_from_manifest
+from saber_config import flat_names
+from saber_config.loading import LEGACY_FLAT
+from saber_lineage.provenance import ManifestMismatch, config_from_manifest
 
 KEPT_VARIABLES = ("SABER_HOME", "SABER_PROFILE")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from saber_resources.config import BuildConfig
+    from saber_config import BuildConfig
 
 RATING_CUTS = "0.5,1.5,2.5,3.5,4.5"
 

@@ -19,7 +19,7 @@ id the supervisor chose; its stdout and stderr go to the build's log file
 3. marks the Dagster run canceled and exits with 128 + the signal.
 
 After the build, stopped or not, the local LLM servers of its SABER home (the vLLM engine's
-subprocess, :mod:`saber_resources.llm.engine_server`) are told to exit
+subprocess, :mod:`saber_llm.engine_server`) are told to exit
 (``SABER_KEEP_LLM_SERVER=1`` keeps them for the next build; they exit after their idle timeout).
 
 **The worker killed by someone else** (the OOM killer, ``kill -9`` of its pid): the supervisor
@@ -49,7 +49,7 @@ from pathlib import Path
 
 from saber_cli.console import CONSOLE_FDS
 from saber_cli.dagster_home import PROJECT_ROOT, dagster_home
-from saber_resources.store.paths import SaberPaths
+from saber_store.paths import SaberPaths
 
 STOP_WAIT_S = 2.0  # how long the supervisor waits for cancelled jobs to leave the queue
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -231,11 +231,11 @@ def reap_orphan(profile: str | None, run_id: str, group: int) -> int:
 
 def end_run(profile: str | None, run_id: str, reason: str) -> None:
     """Steps 2 and 3 of the module docstring (the worker is already gone)."""
-    from saber_resources.config import load_build_config
+    from saber_config import load_build_config
 
     build = load_build_config(profile)
     if build.execution == "slurm":
-        from saber_resources.slurm import slurm_dispatch_from_build, stop_run
+        from saber_slurm import slurm_dispatch_from_build, stop_run
 
         try:
             cancelled = stop_run(slurm_dispatch_from_build(build), [run_id], STOP_WAIT_S)
@@ -250,8 +250,8 @@ def release_engine_servers(profile: str | None) -> None:
     subprocess; each finishes the shard at hand), unless ``SABER_KEEP_LLM_SERVER=1``."""
     if os.environ.get(KEEP_SERVER_ENV) == "1":
         return
-    from saber_resources.config import load_build_config
-    from saber_resources.llm.engine_server import shutdown_servers
+    from saber_config import load_build_config
+    from saber_llm.engine_server import shutdown_servers
 
     try:
         home = load_build_config(profile).home_path

@@ -42,10 +42,10 @@ def run_worker(args: argparse.Namespace) -> int:
     block (1) or the lock holder (2). The traceback of a failure goes to the log."""
     from saber_cli.build import llm_summary, run_build, slurm_summary, summary
     from saber_cli.console import Console, StepProgress, failure_block
-    from saber_resources.config import load_build_config
-    from saber_resources.llm.engine_server import EngineServerError
-    from saber_resources.store.build_lock import BuildLockedError
-    from saber_resources.store.database import DuckDBStore
+    from saber_config import load_build_config
+    from saber_llm.engine_server import EngineServerError
+    from saber_store.build_lock import BuildLockedError
+    from saber_store.database import DuckDBStore
 
     console = Console.of_worker(args.debug)
     progress = StepProgress(console)

@@ -3,7 +3,7 @@
     python -m saber_compute.allpairs_shard --folder DIR --shard K [--workers N]
 
 ``DIR`` is a sharded pass's cluster folder (written by
-:mod:`saber_resources.slurm.allpairs_jobs`): ``arrays.npz`` (the documents' kernel arrays) and
+:mod:`saber_slurm.allpairs_jobs`): ``arrays.npz`` (the documents' kernel arrays) and
 ``plan.json`` (``units``, ``band``, ``shards``: the unit indices of each shard, ``kernel``: the
 digest of the kernel's code, ``prefix``: for a pass over appended rows, the rows passed
 before). The job runs shard ``K``'s units on ``N`` threads
@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 from saber_compute.pass_checkpoint import PassFolder, load_arrays
-from saber_core.discovery import pair_kernel, passes
-from saber_core.discovery.passes import Band, run_pass
+from saber_core.discovery import pair_kernel, pass_totals
+from saber_core.discovery.pass_totals import Band, run_pass
 
 ARRAYS = "arrays.npz"
 PLAN = "plan.json"
@@ -37,7 +37,7 @@ def kernel_digest() -> str:
     """The hash of the kernel's and the passes' source code (both ends of a sharded pass
     must run the same code)."""
     h = hashlib.sha256()
-    for module in (pair_kernel, passes):
+    for module in (pair_kernel, pass_totals):
         h.update(Path(module.__file__).read_bytes())
     return h.hexdigest()[:16]
 
@@ -105,7 +105,7 @@ def run_shard(folder: Path, shard: int, workers: int, checkpoint_s: float = 60.0
 
 def plan_shards(n_units: int, n_shards: int) -> list[list[int]]:
     """Unit indices per shard: contiguous runs of about equal length (units have about equal
-    pairs, :func:`~saber_core.discovery.passes.row_units`), none empty."""
+    pairs, :func:`~saber_core.discovery.pass_totals.row_units`), none empty."""
     n_shards = max(1, min(n_shards, n_units))
     cuts = [round(k * n_units / n_shards) for k in range(n_shards + 1)]
     return [list(range(a, b)) for a, b in itertools.pairwise(cuts) if b > a]

@@ -2,7 +2,7 @@
 shards the build's stages put into the allocation's inbox until the run ends.
 
 One server job runs per (run, model) at a time; the first stage of a run that needs the model
-submits it (:mod:`saber_resources.slurm.allocation`). Its folder
+submits it (:mod:`saber_slurm.allocation`). Its folder
 ``A = <remote_base>/allocations/<run_id>/<model_key>`` holds:
 
 ``server.json``          what to serve (backend spec and config) and how (written by the client)

@@ -6,7 +6,7 @@ extras, builds the engine from its spec (``module:Class`` plus a JSON config,
 :func:`saber_compute.llm.interface.build_engine`), answers every
 request in progress batches, writes ``results.parquet`` and ``stats.json`` atomically (a shard
 with results is done and is never run again) and reports progress, throughput and provenance
-(SLURM job id, node, GPU) through dagster-pipes. The dispatcher (``saber_resources.slurm``) uses
+(SLURM job id, node, GPU) through dagster-pipes. The dispatcher (``saber_slurm``) uses
 the (de)serializers below, so a round trip is the same code on both sides.
 
 The LLM server of the allocation mode (``saber_compute/llm_server.py``) answers shards with

@@ -1,5 +1,5 @@
 """Where the all-pairs passes keep their work: ``<root>/<label>-<key>/`` (``key``: the pass's
-:func:`~saber_core.discovery.passes.pass_key`), holding
+:func:`~saber_core.discovery.pass_totals.pass_key`), holding
 
 * ``partial-<id>.npz`` — the totals of whole units of one worker thread (or one SLURM shard),
   rewritten atomically (a temporary file renamed over it) at most every ``interval`` seconds;
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from saber_core.discovery.pair_kernel import PairArrays
-from saber_core.discovery.passes import Band, PassTotals
+from saber_core.discovery.pass_totals import Band, PassTotals
 
 COMPLETE = "complete.npz"
 ROWS = "rows.npz"

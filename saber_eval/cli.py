@@ -48,8 +48,8 @@ from saber_eval.retrievers import retriever_factory
 from saber_eval.runner import METRIC, RunResult, eval_dir, evaluate_specs, retriever_slug
 from saber_eval.significance import Comparison, compare
 from saber_eval.stability import N_RESAMPLES, BootstrapSettings
-from saber_resources.embeddings.cache import EmbeddingCache
-from saber_resources.store.paths import SaberPaths
+from saber_llm.embeddings.cache import EmbeddingCache
+from saber_store.paths import SaberPaths
 
 
 @dataclass(frozen=True)

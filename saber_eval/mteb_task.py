@@ -46,7 +46,7 @@ from saber_eval.engines.bi_encoders import EmbeddingRetriever
 from saber_eval.loading import load_benchmark
 from saber_eval.mteb_metadata import MTEB_MAIN_SCORE, SPLIT, task_metadata
 from saber_eval.registry import RetrieverEntry
-from saber_resources.embeddings.cache import EmbeddingCache, Encoder
+from saber_llm.embeddings.cache import EmbeddingCache, Encoder
 
 MTEB_SCALE = 20.0  # 0–5 ratings → 0–100 integer labels
 K_VALUES = (1, 3, 5, 10, 20, 100)

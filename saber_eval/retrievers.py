@@ -32,7 +32,7 @@ from saber_eval.engines.mteb_zoo import MTEBRetriever
 from saber_eval.engines.run_file import RunFileRetriever
 from saber_eval.engines.vllm_pooling import VLLMEmbedRetriever, VLLMScoreRetriever
 from saber_eval.registry import PREFIX_ENGINES, Registry, RetrieverEntry
-from saber_resources.embeddings.cache import EmbeddingCache
+from saber_llm.embeddings.cache import EmbeddingCache
 
 ENGINES: dict[str, type[Retriever]] = {
     cls.engine: cls

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from functools import lru_cache
 
-from saber_resources.code_version import PROJECT_ROOT, code_version
+from saber_lineage.code_version import PROJECT_ROOT, code_version
 
 
 @lru_cache(maxsize=1)

@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from saber_resources.code_version import PROJECT_ROOT, module_closure
-from saber_resources.config.reads import PlanReads, values_at
+from saber_config.reads import PlanReads, values_at
+from saber_lineage.code_version import PROJECT_ROOT, module_closure
 
 LLM_INPUTS = ("identity", "prompt_hash", "judge")  # extra inputs whose change re-asks the LLM
 NEVER = "never materialized in this SABER home"

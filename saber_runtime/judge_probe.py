@@ -1,7 +1,7 @@
 """``saber judge probe``: ask a build's judge about a sample of its pool pairs, in both orders and
 repeatedly, and fit the study's judge to the answers (docs/judge-probe.md).
 
-The judge is the one the build plan names (:func:`saber_resources.factory.make_judge`), through
+The judge is the one the build plan names (:func:`saber_llm.factory.make_judge`), through
 the same backend and the build's DuckDB call cache: a call the build already made (the same
 pair, order, seed and temperature) is a cache hit, every new call is stored with the probe's run
 id. Estimation and figures are pure (:mod:`saber_core.validity.judge_probe`,
@@ -43,9 +43,9 @@ from saber_core.validity.judge_probe import (
     standardized_gap,
     stratified_sample,
 )
-from saber_resources.judges import PROVENANCE_COLUMNS, LLMJudge, PairwiseJudge
-from saber_resources.llm.cache import CallStats
-from saber_resources.store.database import DuckDBStore
+from saber_llm.cache import CallStats
+from saber_llm.judges import PROVENANCE_COLUMNS, LLMJudge, PairwiseJudge
+from saber_store.database import DuckDBStore
 
 GAPS = ("embedding", "ratings")
 SEED_STRIDE = 1000
@@ -107,7 +107,7 @@ def reference_scores(
 ) -> pl.DataFrame:
     """``query_id, doc_id, score``: the reference score of every pool candidate (NaN-free)."""
     if settings.gap == "embedding":
-        from saber_resources.embeddings.embedder import embed_texts
+        from saber_llm.embeddings.embedder import embed_texts
 
         queries = pools["query_id"].unique(maintain_order=True).to_list()
         docs = pools["doc_id"].unique(maintain_order=True).to_list()

@@ -1,9 +1,9 @@
 """Reuse or compute: the one mechanism every asset uses.
 
 An asset's fingerprint hashes the settings it read from the build plan (recorded by its
-:class:`~saber_resources.config.reads.PlanReads` view: no stage lists its keys), what it depends
+:class:`~saber_config.reads.PlanReads` view: no stage lists its keys), what it depends
 on outside the plan (``extra``: input files, prompt hashes, the LLM's identity), the code version
-of its module (all the project code it runs, :mod:`saber_resources.code_version`) and the data
+of its module (all the project code it runs, :mod:`saber_lineage.code_version`) and the data
 versions of its upstream assets — the ``deps`` of its asset definition, declared once.
 
 Reuse: the settings the stage read last time, looked up in today's plan, with today's code,
@@ -23,12 +23,12 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from saber_resources.code_version import code_version
-from saber_resources.config.plan import BuildPlan
-from saber_resources.config.reads import PlanReads, values_at
-from saber_resources.store.database import DuckDBStore, Lineage, stable_hash
+from saber_config.plan import BuildPlan
+from saber_config.reads import PlanReads, values_at
+from saber_lineage.code_version import code_version
 from saber_runtime import dry_run
 from saber_runtime.metadata import markdown_preview, metadata_value, png_markdown
+from saber_store.database import DuckDBStore, Lineage, stable_hash
 
 
 @dataclass

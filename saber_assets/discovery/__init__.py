@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import dagster as dg
 
-from saber_assets.discovery.all_pairs import ALL_PAIRS_ASSETS
-from saber_assets.discovery.per_query import PER_QUERY_ASSETS
-from saber_resources.config import BuildConfig
+from saber_assets.discovery.all_pairs_pools import ALL_PAIRS_ASSETS
+from saber_assets.discovery.per_query_pools import PER_QUERY_ASSETS
+from saber_config import BuildConfig
 
 
 def discovery_assets(build: BuildConfig) -> list[dg.AssetsDefinition]:
@@ -20,6 +20,8 @@ def discovery_assets(build: BuildConfig) -> list[dg.AssetsDefinition]:
 def alternative_pools(engine: str):
     """The function re-selecting the queries' pools from another summary recipe, for the
     discovery engine ``engine`` (the recipe-sensitivity stage)."""
-    from saber_assets.discovery import all_pairs, per_query
+    from saber_assets.discovery import all_pairs_pools, per_query_pools
 
-    return all_pairs.alternative_pools if engine == "all_pairs" else per_query.alternative_pools
+    if engine == "all_pairs":
+        return all_pairs_pools.alternative_pools
+    return per_query_pools.alternative_pools

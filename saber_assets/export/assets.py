@@ -6,15 +6,15 @@ import polars as pl
 
 from saber_assets.export.report import judge_warning, ratings_plot, report_markdown, signals_plot
 from saber_assets.export.writer import write_export, write_manifest
+from saber_config import BuildConfig, PlanReads, unwrap
 from saber_core.validity.triage_round import triage_counts
-from saber_resources.config import BuildConfig, PlanReads, unwrap
-from saber_resources.embeddings.embedder import model_identity
-from saber_resources.judges import PairwiseJudge
-from saber_resources.llm.base import LLMBackend
-from saber_resources.provenance import build_manifest
-from saber_resources.slurm import SlurmDispatch, producing_runs, report_items
-from saber_resources.store.database import DuckDBStore
+from saber_lineage.provenance import build_manifest
+from saber_llm.base import LLMBackend
+from saber_llm.embeddings.embedder import model_identity
+from saber_llm.judges import PairwiseJudge
 from saber_runtime.stage import StageOutput, materialize_stage
+from saber_slurm import SlurmDispatch, producing_runs, report_items
+from saber_store.database import DuckDBStore
 
 
 @dg.asset(
@@ -236,7 +236,7 @@ def _models(plan: PlanReads, llm: LLMBackend, judge: PairwiseJudge) -> dict:
 def build_manifest_asset(upstream: list[str]) -> dg.AssetsDefinition:
     """``build_manifest``: ``manifest.json`` in the export folder — the files, what made the
     build (commit, settings and where they came from, package versions, input and prompt
-    hashes, models: :mod:`saber_resources.provenance`) and the fingerprint and data version of
+    hashes, models: :mod:`saber_lineage.provenance`) and the fingerprint and data version of
     every ``upstream`` asset; ``saber build --from-manifest`` rebuilds from it."""
 
     @dg.asset(name="build_manifest", group_name="export", deps=upstream, kinds={"json"})

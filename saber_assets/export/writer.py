@@ -30,8 +30,8 @@ import polars as pl
 
 from saber_core.evaluation.metrics import integer_labels
 from saber_core.inputs.corpus import full_text_expr
-from saber_resources.judges import PROVENANCE_COLUMNS
-from saber_resources.store.database import LINEAGE_COLUMNS, DuckDBStore
+from saber_llm.judges import PROVENANCE_COLUMNS
+from saber_store.database import LINEAGE_COLUMNS, DuckDBStore
 
 JUDGMENT_SCHEMA = {
     "query_id": pl.String,
@@ -187,7 +187,7 @@ def write_export(store: DuckDBStore, out: Path) -> dict[str, int]:
 
 def write_manifest(out: Path, files: dict[str, int], build: dict, assets: dict) -> Path:
     """``manifest.json``: the export's files and row counts, what made the build
-    (:func:`saber_resources.provenance.build_manifest`) and every asset's fingerprint and data
+    (:func:`saber_lineage.provenance.build_manifest`) and every asset's fingerprint and data
     version (the tables behind the files)."""
     path = out / "manifest.json"
     payload = {"files": files, "build": build, "assets": assets}

@@ -29,6 +29,7 @@ from saber_assets.validity.report import (
     validity_markdown,
 )
 from saber_assets.validity.variants import Variant, play_variant
+from saber_config import BuildConfig, PlanReads
 from saber_core.inputs.corpus import full_text_expr
 from saber_core.rating.comparisons import PlayedRounds
 from saber_core.signals.jaccard import TOKENIZER_VERSION, build_token_matrix, pool_jaccard
@@ -43,17 +44,16 @@ from saber_core.validity.reliability import (
 from saber_core.validity.round_robin import round_robin_agreement
 from saber_core.validity.triage import triage_replay
 from saber_eval.version import code_hash as eval_code_hash
-from saber_resources.config import BuildConfig, PlanReads
-from saber_resources.judges import PairwiseJudge
-from saber_resources.slurm import SlurmDispatch
-from saber_resources.store.database import DuckDBStore
-from saber_resources.store.sources import (
+from saber_llm.judges import PairwiseJudge
+from saber_runtime.metadata import check
+from saber_runtime.stage import StageOutput, materialize_stage
+from saber_slurm import SlurmDispatch
+from saber_store.database import DuckDBStore
+from saber_store.sources import (
     alternative_summaries,
     load_corpus_frame,
     source_fingerprint,
 )
-from saber_runtime.metadata import check
-from saber_runtime.stage import StageOutput, materialize_stage
 
 TRIAGE_THRESHOLDS = (0.1, 0.2, 0.3, 0.4)
 RECIPE_RETRIEVERS = ("bm25", "st:minilm")

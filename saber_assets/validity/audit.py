@@ -22,15 +22,15 @@ import dagster as dg
 import numpy as np
 import polars as pl
 
-from saber_assets.discovery.all_pairs import INPUTS, variant_pool_frame
+from saber_assets.discovery.all_pairs_pools import INPUTS, variant_pool_frame
 from saber_assets.validity.variants import play_variant
+from saber_config import BuildConfig, PlanReads, unwrap
 from saber_core.construction import FIX_NEEDS, FIXES, Construction
 from saber_core.validity.reliability import mean_and_se, sample_subset
-from saber_resources.config import BuildConfig, PlanReads, unwrap
-from saber_resources.judges import PairwiseJudge
-from saber_resources.slurm import SlurmDispatch
-from saber_resources.store.database import DuckDBStore
+from saber_llm.judges import PairwiseJudge
 from saber_runtime.stage import StageOutput, materialize_stage
+from saber_slurm import SlurmDispatch
+from saber_store.database import DuckDBStore
 
 DISCOVERY_FIXES = ("ancestor_check", "root_self_similarity", "empty_idea_jaccard")
 TOURNAMENT_FIXES = ("sit_outs", "presentation")

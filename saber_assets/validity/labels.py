@@ -7,6 +7,7 @@ import numpy as np
 import polars as pl
 
 from saber_assets.evaluation import DEFAULT_RETRIEVERS
+from saber_config import PlanReads
 from saber_core.rating.bradley_terry import rescale_ratings
 from saber_core.tournament.presentation import first_answer_share, group_bias
 from saber_core.validity.leaderboard_stability import leaderboard_stability
@@ -15,8 +16,7 @@ from saber_eval.registry import load_registry
 from saber_eval.retrievers import retriever_factory
 from saber_eval.runner import run_retriever
 from saber_eval.version import code_hash as eval_code_hash
-from saber_resources.config import PlanReads
-from saber_resources.store.database import DuckDBStore
+from saber_store.database import DuckDBStore
 
 LEADERBOARD_RETRIEVERS = tuple(r for r in DEFAULT_RETRIEVERS if r != "jaccard")
 

@@ -11,6 +11,7 @@ import polars as pl
 
 from saber_assets.tables import corpus_texts, pool_matrix
 from saber_assets.tournament import bound_judge
+from saber_config import PlanReads
 from saber_core.rating.comparisons import PlayedRounds
 from saber_core.tournament.judgment_table import RoundRules, play_tournament, rating_table
 from saber_core.tournament.rows import Rows
@@ -19,7 +20,6 @@ from saber_eval.benchmark import MAIN_SETTING, in_memory_benchmark
 from saber_eval.registry import load_registry
 from saber_eval.retrievers import retriever_factory
 from saber_eval.runner import per_query_ndcg
-from saber_resources.config import PlanReads
 from saber_runtime.errors import fail_on_backend_errors
 
 

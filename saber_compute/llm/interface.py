@@ -8,7 +8,7 @@ the log-probability of each choice.
 
 An engine (:class:`LLMEngine`) answers requests in the process that holds the model: the build's
 own process, an engine subprocess, or a compute node. The Dagster resources of
-``saber_resources.llm`` configure engines and name them by ``module:Class`` plus a config
+``saber_llm`` configure engines and name them by ``module:Class`` plus a config
 (:func:`build_engine`), so a compute node builds the same engine without Dagster.
 """
 

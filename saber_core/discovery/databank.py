@@ -17,8 +17,8 @@ import numpy as np
 import polars as pl
 
 from saber_core.construction import Construction
-from saber_core.discovery.all_pairs import PairScorer
 from saber_core.discovery.final_sampler import tag_domains
+from saber_core.discovery.pair_scorer import PairScorer
 from saber_core.ontology.dag import seco_ic
 from saber_core.ontology.tag_paths import FrequencyTree
 from saber_core.signals.bma_published import bma_index

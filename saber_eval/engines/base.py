@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from saber_eval.registry import Kind, RetrieverEntry
-from saber_resources.embeddings.cache import EmbeddingCache, Encoder
+from saber_llm.embeddings.cache import EmbeddingCache, Encoder
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -62,7 +62,7 @@ class EngineContext:
     def store(self) -> Any:
         """The DuckDB store holding the LLM call cache (on ``cache_path``)."""
         if self.llm_store is None:
-            from saber_resources.store.database import DuckDBStore
+            from saber_store.database import DuckDBStore
 
             self.llm_store = DuckDBStore(database=str(self.cache_path or "eval_cache.duckdb"))
         return self.llm_store
@@ -171,7 +171,7 @@ def local_model(name: str, spec: str) -> tuple[str, str]:
     """(load path or hub name, cache identity) of a model name: ``minilm`` → the packaged MiniLM;
     an existing path → its absolute path; a name that looks like a path but does not exist is an
     ``EngineError``; anything else is a hub name (loaded from the local Hugging Face cache)."""
-    from saber_resources.embeddings.embedder import default_embedder_path, model_identity
+    from saber_llm.embeddings.embedder import default_embedder_path, model_identity
 
     if name in ("", "minilm"):
         return default_embedder_path(), model_identity()

@@ -34,7 +34,7 @@ from saber_eval.engines.base import (
     torch_dtype,
 )
 from saber_eval.registry import RetrieverEntry
-from saber_resources.embeddings.cache import EmbeddingCache, Encoder
+from saber_llm.embeddings.cache import EmbeddingCache, Encoder
 
 
 class CachedBiEncoder(Retriever):

@@ -86,8 +86,8 @@ def judge_scorer_options(tournament: Any) -> dict[str, Any]:
 def llm_backend_for_profile(profile: str, backend: str = "") -> tuple[Any, dict[str, Any]]:
     """(the profile's LLM backend — ``backend`` overrides its kind —, scorer options):
     constrained choice for choice-mode profiles, else free generation with the judge's budget."""
-    from saber_resources.config import load_build_config
-    from saber_resources.factory import make_backend
+    from saber_config import load_build_config
+    from saber_llm.factory import make_backend
 
     if profile == BUILD_PROFILE:
         raise ValueError(
@@ -116,8 +116,8 @@ class LLMPointwiseRetriever(Retriever):
     prompt_name = POINTWISE_PROMPT
 
     spec: str
-    backend: Any  # saber_resources.llm.base.LLMBackend
-    store: Any  # saber_resources.store.database.DuckDBStore holding the call cache
+    backend: Any  # saber_llm.base.LLMBackend
+    store: Any  # saber_store.database.DuckDBStore holding the call cache
     max_tokens: int = 16
     choice: bool = False
     seed: int = 0
@@ -130,8 +130,8 @@ class LLMPointwiseRetriever(Retriever):
     _prefetched: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        from saber_resources.llm.cache import CachedLLM
-        from saber_resources.llm.prompts import load_prompt
+        from saber_llm.cache import CachedLLM
+        from saber_llm.prompts import load_prompt
 
         self._prompt = load_prompt(self.prompt_name)
         self._cached = CachedLLM(

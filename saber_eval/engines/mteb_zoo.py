@@ -30,7 +30,7 @@ from saber_eval.engines.base import (
 )
 from saber_eval.mteb_metadata import SPLIT, TASK_NAME, task_metadata
 from saber_eval.registry import RetrieverEntry
-from saber_resources.embeddings.cache import EmbeddingCache
+from saber_llm.embeddings.cache import EmbeddingCache
 
 SIMILARITIES = ("cosine", "dot")
 

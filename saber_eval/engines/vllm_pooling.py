@@ -40,7 +40,7 @@ from saber_eval.engines.base import (
 )
 from saber_eval.engines.bi_encoders import CachedBiEncoder
 from saber_eval.registry import RetrieverEntry
-from saber_resources.embeddings.cache import EmbeddingCache
+from saber_llm.embeddings.cache import EmbeddingCache
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 MARK = "@@saber "

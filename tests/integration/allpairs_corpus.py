@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from saber_core.discovery.all_pairs import PairScorer
+from saber_core.discovery.pair_scorer import PairScorer
 from saber_core.ontology.tag_paths import build_frequency_tree
 from saber_core.signals.bma_published import bma_index
 from saber_core.signals.jaccard_published import idea_tokens

@@ -12,7 +12,7 @@ import dagster as dg
 from fakes import ScriptedBackend
 
 from saber_cli.build import run_build
-from saber_resources.config import load_build_config
+from saber_config import load_build_config
 
 LLM = {"summaries": "llm", "topics": "llm", "judge": "llm", "corpus_limit": 30}
 

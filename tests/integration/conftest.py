@@ -8,8 +8,8 @@ import pytest
 def tiny_build(tmp_path_factory):
     """A finished tiny build: (config, store, first run result)."""
     from saber_cli.build import run_build
-    from saber_resources.config import load_build_config
-    from saber_resources.store.database import DuckDBStore
+    from saber_config import load_build_config
+    from saber_store.database import DuckDBStore
 
     home = tmp_path_factory.mktemp("saber_home")
     build = load_build_config("tiny", home=str(home))

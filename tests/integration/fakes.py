@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pydantic import Field
 
 from saber_compute.llm.interface import LLMRequest, LLMResult
-from saber_resources.llm.base import LLMBackend
+from saber_llm.base import LLMBackend
 
 CALLS: Counter = Counter()
 

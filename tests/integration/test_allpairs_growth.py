@@ -1,4 +1,4 @@
-"""The discovery assets' passes over a grown databank (saber_assets/discovery/passes.py): a
+"""The discovery assets' passes over a grown databank (saber_allpairs/runner.py): a
 finished pass whose rows are still the first rows is the base, only the new pairs are scored
 (under its band, without a band sample), an interrupted grown pass resumes from its own folder,
 the result equals a from-scratch pass bit for bit and replaces the base; a changed old row or
@@ -6,12 +6,12 @@ another band means a full pass, and the figures say why."""
 
 from __future__ import annotations
 
-import dagster as dg
 import numpy as np
 import pytest
 from allpairs_corpus import prefix_scorers
 
-from saber_assets.discovery.passes import (
+from saber_allpairs.runner import (
+    PassLog,
     all_pairs_pass,
     banded_pass,
     pass_code,
@@ -19,8 +19,9 @@ from saber_assets.discovery.passes import (
     unit_count,
 )
 from saber_compute.pass_checkpoint import PassFolder, finished_passes
+from saber_config import load_build_config
 from saber_core.discovery.global_threshold import histogram_threshold
-from saber_core.discovery.passes import (
+from saber_core.discovery.pass_totals import (
     Band,
     pass_key,
     resolve_counts,
@@ -28,7 +29,6 @@ from saber_core.discovery.passes import (
     run_pass,
     unchanged_prefix,
 )
-from saber_resources.config import load_build_config
 
 OLD, NEW = 450, 600
 FIELDS = ("hist_b", "hist_j", "counts", "band_b", "band_j")
@@ -56,9 +56,9 @@ def assert_same_totals(got, expected) -> None:
 
 
 def test_an_interrupted_grown_pass_resumes_and_equals_a_fresh_pass(plan, scorers):
-    context = dg.build_asset_context()
+    log = PassLog(print, print, "test-run")
     old, new = scorers
-    first, figures = banded_pass(context, plan, old, 0.9, "pass1")
+    first, figures = banded_pass(log, plan, old, 0.9, "pass1")
     assert figures["growth"] == {"mode": "full", "reason": "no earlier pass"}
     band = first.band
     # a grown pass killed after two of its units (each thread saves whole units)
@@ -67,7 +67,7 @@ def test_an_interrupted_grown_pass_resumes_and_equals_a_fresh_pass(plan, scorers
     work = PassFolder(passes_root(plan), "pass1-grow", key)
     run_pass(new.arrays, units, band, only=[1, 3], after_unit=work.writer(0.0), prefix=OLD)
 
-    grown, figures = banded_pass(context, plan, new, 0.9, "pass1")
+    grown, figures = banded_pass(log, plan, new, 0.9, "pass1")
     growth = figures["growth"]
     assert growth["mode"] == "incremental" and growth["units_resumed"] == 2
     assert (growth["base_rows"], growth["new_rows"]) == (OLD, NEW - OLD)
@@ -80,12 +80,12 @@ def test_an_interrupted_grown_pass_resumes_and_equals_a_fresh_pass(plan, scorers
     [(folder, record)] = finished_passes(passes_root(plan), "pass1")
     assert folder.complete() is not None
     assert len(record.digests) == NEW and record.band == band
-    again, figures = banded_pass(context, plan, new, 0.9, "pass1")
+    again, figures = banded_pass(log, plan, new, 0.9, "pass1")
     assert figures["growth"] == {"mode": "reused"}
     assert_same_totals(again, grown)
     # a fresh pass samples its own band: the same histograms, the same exact counts
     fresh = load_build_config("tiny", home=str(passes_root(plan).parents[2] / "fresh")).reads()
-    scratch, _ = banded_pass(context, fresh, new, 0.9, "pass1")
+    scratch, _ = banded_pass(log, fresh, new, 0.9, "pass1")
     assert np.array_equal(scratch.hist_b, grown.hist_b)
     assert np.array_equal(scratch.hist_j, grown.hist_j)
     t = histogram_threshold(grown.hist_b, 0.9), histogram_threshold(grown.hist_j, 0.9)
@@ -93,27 +93,27 @@ def test_an_interrupted_grown_pass_resumes_and_equals_a_fresh_pass(plan, scorers
 
 
 def test_an_exact_pass_grows_only_under_the_same_thresholds(plan, scorers):
-    context = dg.build_asset_context()
+    log = PassLog(print, print, "test-run")
     old, new = scorers
-    all_pairs_pass(context, plan, old, Band.exact(0.3, 0.2), "pass2")
-    same, figures = all_pairs_pass(context, plan, new, Band.exact(0.3, 0.2), "pass2")
+    all_pairs_pass(log, plan, old, Band.exact(0.3, 0.2), "pass2")
+    same, figures = all_pairs_pass(log, plan, new, Band.exact(0.3, 0.2), "pass2")
     assert figures["growth"]["mode"] == "incremental"
     assert_same_totals(same, run_pass(new.arrays, row_units(NEW, 3), Band.exact(0.3, 0.2)))
-    other, figures = all_pairs_pass(context, plan, new, Band.exact(0.35, 0.2), "pass2")
+    other, figures = all_pairs_pass(log, plan, new, Band.exact(0.35, 0.2), "pass2")
     assert figures["growth"]["mode"] == "full"
     assert "the last pass counted under band" in figures["growth"]["reason"]
     assert_same_totals(other, run_pass(new.arrays, row_units(NEW, 3), Band.exact(0.35, 0.2)))
 
 
 def test_an_edited_old_row_means_a_full_pass_that_names_it(plan, scorers):
-    context = dg.build_asset_context()
+    log = PassLog(print, print, "test-run")
     old, _ = scorers
-    banded_pass(context, plan, old, 0.9, "pass1")
+    banded_pass(log, plan, old, 0.9, "pass1")
     # the last old row takes another row's idea (its tokens were all seen before: no other
     # row's token ids move)
     [edited] = prefix_scorers([NEW], copy_idea={OLD - 1: 3})
     assert unchanged_prefix(old.row_digests, edited.row_digests) == OLD - 1
-    totals, figures = banded_pass(context, plan, edited, 0.9, "pass1")
+    totals, figures = banded_pass(log, plan, edited, 0.9, "pass1")
     growth = figures["growth"]
     assert growth["mode"] == "full" and figures["sample"]["rows"] > 0
     assert (

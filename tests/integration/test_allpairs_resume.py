@@ -14,7 +14,7 @@ import numpy as np
 from allpairs_corpus import scorer as make_scorer
 
 from saber_compute.pass_checkpoint import PassFolder
-from saber_core.discovery.passes import Band, pass_key, resolve_counts, row_units, run_pass
+from saber_core.discovery.pass_totals import Band, pass_key, resolve_counts, row_units, run_pass
 
 UNITS = 60
 BAND = Band(0x3400, 300, 0x2E00, 300)  # values 0.25… and 0.094…: wide, many events
@@ -31,7 +31,7 @@ KILLED_RUN = textwrap.dedent(
     sys.path.insert(0, {here!r})
     from allpairs_corpus import scorer as make_scorer
     from test_allpairs_resume import BAND, UNITS, folder_of
-    from saber_core.discovery.passes import row_units, run_pass
+    from saber_core.discovery.pass_totals import row_units, run_pass
 
     scorer = make_scorer()
     folder = folder_of({root!r}, scorer)

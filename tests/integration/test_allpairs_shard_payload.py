@@ -22,7 +22,7 @@ from saber_compute.allpairs_shard import (
     shard_folder,
 )
 from saber_compute.pass_checkpoint import load_arrays, save_arrays, save_totals
-from saber_core.discovery.passes import Band, PassTotals, row_units, run_pass
+from saber_core.discovery.pass_totals import Band, PassTotals, row_units, run_pass
 
 BAND = Band(0x3400, 300, 0x2E00, 300)
 
@@ -108,8 +108,8 @@ def test_a_plan_from_other_kernel_code_is_refused(tmp_path, capsys):
 
 
 def test_shard_script_is_a_cpu_job_in_the_payload_environment_named_by_the_run():
-    from saber_resources.slurm import SlurmDispatch
-    from saber_resources.slurm.allpairs_jobs import ShardJobSettings, shard_script, sharded_pass
+    from saber_slurm import SlurmDispatch
+    from saber_slurm.allpairs_jobs import ShardJobSettings, shard_script, sharded_pass
 
     settings = SlurmDispatch(
         remote_base="/scratch/saber",

@@ -23,11 +23,11 @@ from test_slurm import accounting_under, usable_dev_profile
 
 from saber_cli.build import run_build
 from saber_compute.pass_checkpoint import load_totals
-from saber_core.discovery.passes import Band, PassTotals, row_units, run_pass
-from saber_resources.config import load_build_config
-from saber_resources.slurm import SlurmDispatch
-from saber_resources.slurm import allpairs_jobs as jobs
-from saber_resources.store.database import DuckDBStore
+from saber_config import load_build_config
+from saber_core.discovery.pass_totals import Band, PassTotals, row_units, run_pass
+from saber_slurm import SlurmDispatch
+from saber_slurm import allpairs_jobs as jobs
+from saber_store.database import DuckDBStore
 
 pytestmark = pytest.mark.slurm
 

@@ -7,12 +7,12 @@ import polars as pl
 import pytest
 
 from saber_assets.definitions import build_definitions
+from saber_config import load_build_config
 from saber_core.inputs.corpus import validate_corpus
 from saber_core.ontology.dag import OntologyError, build_ontology
 from saber_core.parsing import parse_judge_answer
-from saber_resources.config import load_build_config
-from saber_resources.store.database import DuckDBStore
-from saber_resources.store.sources import read_jsonl_rows
+from saber_store.database import DuckDBStore
+from saber_store.sources import read_jsonl_rows
 
 GOOD = {"doc_id": "g1", "problem": "Find all n.", "solution": "Induct on n.", "summary": "Induct.",
         "topics": ["CAT:Sequence"]}  # fmt: skip

@@ -7,8 +7,8 @@ import polars as pl
 import pytest
 
 from saber_cli.build import run_build
-from saber_resources.config import load_build_config
-from saber_resources.store.database import LINEAGE_COLUMNS, DuckDBStore
+from saber_config import load_build_config
+from saber_store.database import LINEAGE_COLUMNS, DuckDBStore
 
 
 def test_build_succeeds_and_checks_pass(tiny_build):

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from saber_resources.config import PlanError, flat_names, load_build_config
-from saber_resources.config.loading import LEGACY_FLAT
-from saber_resources.config.reads import MISSING, PlanReads, unwrap, values_at
+from saber_config import PlanError, flat_names, load_build_config
+from saber_config.loading import LEGACY_FLAT
+from saber_config.reads import MISSING, PlanReads, unwrap, values_at
 
 # Every flat name of the release before the plan (94 names), a value to set it to, and where
 # that value must land: a config path, or a plan path for names that moved (legacy names).
@@ -302,13 +302,13 @@ def test_the_config_speaks_the_presets_vocabulary():
     """The settings a preset fills take exactly the words of its table (``CHOICES``)."""
     import typing
 
-    from saber_core.construction import METHODS, choices
-    from saber_resources.config.schema import (
+    from saber_config.schema import (
         BuildConfig,
         RatingSettings,
         ThresholdSettings,
         TournamentSettings,
     )
+    from saber_core.construction import METHODS, choices
 
     def words(model, field: str) -> set[str]:
         return set(typing.get_args(model.model_fields[field].annotation)) - {""}

@@ -21,8 +21,8 @@ from test_llm_stage import LLM_PROFILE, reused
 from test_sabermath_build import SETTINGS, tag_corpus
 
 from saber_cli.build import run_build
-from saber_resources.config import load_build_config
-from saber_resources.store.database import DuckDBStore
+from saber_config import load_build_config
+from saber_store.database import DuckDBStore
 
 pytestmark = pytest.mark.e2e  # three whole builds per test (about 1.5 min each): CI's tier
 OLD, NEW = 240, 6
@@ -115,7 +115,7 @@ def test_sabermath_growth_equals_a_fresh_build(tmp_path, ic, mode):
 
 
 def test_platform_growth_annotates_only_the_new_documents_and_equals_a_fresh_build(tmp_path):
-    from saber_resources.store.sources import champ_corpus
+    from saber_store.sources import champ_corpus
 
     rows = champ_corpus().head(44)
     settings = {**LLM_PROFILE, "corpus_limit": 0, "query_draw": "stable"}

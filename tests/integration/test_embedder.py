@@ -5,9 +5,9 @@ batched vectors of the same model are never served in its place."""
 import numpy as np
 from sentence_transformers import SentenceTransformer
 
-from saber_resources.embeddings import embedder
-from saber_resources.embeddings.cache import EmbeddingCache
-from saber_resources.embeddings.embedder import (
+from saber_llm.embeddings import embedder
+from saber_llm.embeddings.cache import EmbeddingCache
+from saber_llm.embeddings.embedder import (
     cache_identity,
     default_embedder_path,
     embed_texts,

@@ -462,7 +462,7 @@ def test_importing_saber_eval_imports_neither_dagster_nor_mlflow():
     import sys
 
     code = (
-        "import sys, saber_eval, saber_eval.benchmark, saber_resources.embeddings.cache, "
+        "import sys, saber_eval, saber_eval.benchmark, saber_llm.embeddings.cache, "
         "saber_eval.cli, "
         "saber_eval.leaderboard, saber_eval.plots, saber_eval.registry, saber_eval.retrievers, "
         "saber_eval.runfile, saber_eval.runner, saber_eval.significance, saber_eval.tracking, "

@@ -24,7 +24,7 @@ from saber_eval.registry import load_registry
 from saber_eval.retrievers import make_retriever
 from saber_eval.runfile import read_run, run_scores
 from saber_eval.runner import retriever_slug, run_retriever, write_outputs
-from saber_resources.embeddings.cache import EmbeddingCache
+from saber_llm.embeddings.cache import EmbeddingCache
 
 
 @pytest.fixture

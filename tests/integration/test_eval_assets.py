@@ -14,9 +14,9 @@ from saber_assets.evaluation import (
     partition_tables,
     retriever_runs,
 )
-from saber_resources.config import load_build_config
-from saber_resources.slurm import SlurmDispatch
-from saber_resources.store.database import DuckDBStore
+from saber_config import load_build_config
+from saber_slurm import SlurmDispatch
+from saber_store.database import DuckDBStore
 
 
 class Evaluation:

@@ -22,7 +22,7 @@ from saber_eval.engines.base import EngineError, resolve_device
 from saber_eval.loading import load_benchmark
 from saber_eval.registry import load_registry
 from saber_eval.retrievers import retriever_factory
-from saber_resources.embeddings.embedder import default_embedder_path
+from saber_llm.embeddings.embedder import default_embedder_path
 
 HEAD_SEED = 0
 

@@ -16,7 +16,7 @@ from saber_eval.loading import load_benchmark
 from saber_eval.registry import Registry, RetrieverEntry
 from saber_eval.retrievers import make_retriever
 from saber_eval.runner import build_tasks, run_retriever
-from saber_resources.embeddings.embedder import default_embedder_path
+from saber_llm.embeddings.embedder import default_embedder_path
 
 pytest.importorskip("pylate")
 

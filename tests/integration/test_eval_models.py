@@ -18,10 +18,10 @@ from saber_eval.registry import load_registry
 from saber_eval.retrievers import make_retriever
 from saber_eval.runfile import read_run
 from saber_eval.runner import build_tasks, run_retriever, write_outputs
-from saber_resources.embeddings.cache import EmbeddingCache
-from saber_resources.embeddings.embedder import default_embedder_path
-from saber_resources.llm.base import LLMBackend
-from saber_resources.store.database import DuckDBStore
+from saber_llm.base import LLMBackend
+from saber_llm.embeddings.cache import EmbeddingCache
+from saber_llm.embeddings.embedder import default_embedder_path
+from saber_store.database import DuckDBStore
 
 
 @pytest.fixture

@@ -20,8 +20,8 @@ from saber_eval.loading import load_benchmark
 from saber_eval.registry import RetrieverEntry
 from saber_eval.retrievers import make_retriever
 from saber_eval.runner import build_tasks, run_retriever
-from saber_resources.embeddings.cache import EmbeddingCache
-from saber_resources.embeddings.embedder import default_embedder_path
+from saber_llm.embeddings.cache import EmbeddingCache
+from saber_llm.embeddings.embedder import default_embedder_path
 
 mteb = pytest.importorskip("mteb")
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"

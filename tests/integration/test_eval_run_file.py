@@ -17,7 +17,7 @@ from saber_eval.mteb_task import run_mteb, write_mteb_task
 from saber_eval.registry import Registry, load_registry
 from saber_eval.retrievers import make_retriever
 from saber_eval.runner import evaluate_specs, run_retriever, write_outputs
-from saber_resources.embeddings.cache import EmbeddingCache
+from saber_llm.embeddings.cache import EmbeddingCache
 
 REGISTRY = Registry(entries={}, hash="")
 

@@ -18,13 +18,13 @@ from test_eval_data import write_tiny_benchmark
 from test_slurm import usable_dev_profile
 
 from saber_assets.evaluation import RETRIEVERS, leaderboard, partition_tables, retriever_runs
+from saber_config import load_build_config
 from saber_eval.loading import load_benchmark
 from saber_eval.registry import load_registry
 from saber_eval.retrievers import make_retriever
 from saber_eval.runner import run_retriever
-from saber_resources.config import load_build_config
-from saber_resources.slurm import SlurmDispatch
-from saber_resources.store.database import DuckDBStore
+from saber_slurm import SlurmDispatch
+from saber_store.database import DuckDBStore
 
 pytestmark = [pytest.mark.slurm, pytest.mark.vllm, pytest.mark.e2e]
 SPEC = "vllm:minilm"

@@ -26,9 +26,9 @@ from saber_eval.cli import run_evaluation
 from saber_eval.loading import load_benchmark
 from saber_eval.registry import load_registry
 from saber_eval.retrievers import retriever_factory
-from saber_resources.embeddings.embedder import default_embedder_path
-from saber_resources.llm.vllm_backend import default_env_path
-from saber_resources.llm.vllm_openai_server import start_openai_server
+from saber_llm.embeddings.embedder import default_embedder_path
+from saber_llm.vllm_backend import default_env_path
+from saber_llm.vllm_openai_server import start_openai_server
 
 pytestmark = [pytest.mark.vllm, pytest.mark.e2e]
 # one solution longer than MiniLM's 256-token context: every engine must cut it, not refuse it
@@ -224,7 +224,7 @@ def test_yesno_reranker_scores_are_p_yes_of_the_model(tmp_path_factory):
         try:
             result = evaluate(bench, home / "eval", spec, registry, settings=["statement-full"])
         finally:
-            from saber_resources.llm.engine_server import shutdown_servers
+            from saber_llm.engine_server import shutdown_servers
 
             shutdown_servers(home)
     result = result["statement-full"]
@@ -235,7 +235,7 @@ def test_yesno_reranker_scores_are_p_yes_of_the_model(tmp_path_factory):
 
     from saber_compute.llm.embedded import convert_packaged_model
     from saber_eval.engines.llm import DEFAULT_INSTRUCTION
-    from saber_resources.llm.prompts import load_prompt
+    from saber_llm.prompts import load_prompt
 
     folder = convert_packaged_model()
     tokenizer = AutoTokenizer.from_pretrained(folder)

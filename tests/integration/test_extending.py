@@ -15,17 +15,17 @@ from test_eval_data import write_tiny_benchmark
 from saber_assets.definitions import build_definitions, with_stage_versions
 from saber_cli.build import run_build
 from saber_compute.llm.interface import LLMRequest, LLMResult
+from saber_config import BuildConfig, BuildPlan, load_build_config
 from saber_eval.benchmark import MAIN_SETTING
 from saber_eval.engines.base import EngineError, Retriever, Task, batched, parse_options
 from saber_eval.loading import load_benchmark
 from saber_eval.registry import load_registry
 from saber_eval.retrievers import ENGINES, retriever_factory
 from saber_eval.runner import evaluate_specs
-from saber_resources.config import BuildConfig, BuildPlan, load_build_config
-from saber_resources.factory import BACKENDS, JUDGES
-from saber_resources.llm.base import LLMBackend
-from saber_resources.store.database import DuckDBStore
+from saber_llm.base import LLMBackend
+from saber_llm.factory import BACKENDS, JUDGES
 from saber_runtime.stage import StageOutput, materialize_stage
+from saber_store.database import DuckDBStore
 
 
 @dataclass(frozen=True)

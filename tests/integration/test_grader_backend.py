@@ -7,11 +7,11 @@ from fakes import ScriptedBackend
 
 from saber_assets.triage import build_llm_factory, grader_inputs, grades_with_build_llm
 from saber_compute.llm.interface import LLMResult
+from saber_config import load_build_config
 from saber_eval.engines.base import Task
 from saber_eval.engines.llm import llm_backend_for_profile
 from saber_eval.retrievers import make_retriever
-from saber_resources.config import load_build_config
-from saber_resources.store.database import DuckDBStore
+from saber_store.database import DuckDBStore
 
 
 class RecordingDispatch:

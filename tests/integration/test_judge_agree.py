@@ -196,7 +196,7 @@ def test_champ_grades_by_shared_concepts(home, tmp_path, monkeypatch, capsys):
                 docs[2]: ("C_a", "C_b", "C_c"), docs[3]: ("C_z",), docs[4]: ()}  # fmt: skip
     labels = champ_qrels(bench, concepts)
     assert labels == {q.query_id: {docs[0]: 1.0, docs[1]: 2.0, docs[2]: 2.0, docs[3]: 0.0}}
-    import saber_resources.store.sources as sources
+    import saber_store.sources as sources
 
     monkeypatch.setattr(sources, "champ_concepts", lambda: concepts)
     out = tmp_path / "champ.qrels"
@@ -246,7 +246,7 @@ def test_a_build_against_a_copy_of_its_export_agrees_perfectly(home, tmp_path):
 
 
 def test_champ_concepts_are_the_annotated_concept_ids():
-    from saber_resources.store.sources import champ_concepts, champ_corpus
+    from saber_store.sources import champ_concepts, champ_corpus
 
     concepts = champ_concepts()
     assert len(concepts) == 270

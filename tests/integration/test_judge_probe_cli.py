@@ -13,8 +13,8 @@ from fakes import CALLS, ScriptedBackend
 
 from saber_cli.build import run_build
 from saber_cli.judge_probe import probe_main
-from saber_resources.config import load_build_config
-from saber_resources.store.database import DuckDBStore
+from saber_config import load_build_config
+from saber_store.database import DuckDBStore
 from saber_study.label_budget.judge_fit import JudgeFitError, judge_from_probe
 
 PROFILE = {"corpus": "champ", "ontology": "champ", "judge": "llm", "seed": 0, "n_queries": 4,

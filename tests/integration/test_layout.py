@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import dagster as dg
@@ -16,8 +17,8 @@ import pytest
 from saber_assets.definitions import BUILD_JOB, EVAL_JOB, build_definitions
 from saber_cli.catalog import asset_map, readme_section
 from saber_cli.generated_docs import CONFIGURATION, configuration_markdown, readme_with_budget
-from saber_resources.code_version import PACKAGES, PROJECT_ROOT, code_version, module_closure
-from saber_resources.config import load_build_config
+from saber_config import load_build_config
+from saber_lineage.code_version import PACKAGES, PROJECT_ROOT, code_version, module_closure
 
 STAGES = {
     "inputs": ["corpus", "ontology"],
@@ -82,6 +83,27 @@ def test_each_asset_lives_in_the_module_of_its_group_and_is_thin(tmp_path):
         if lines > MAX_ASSET_LINES:
             too_long[spec.key.to_user_string()] = lines
     assert too_long == {}
+
+
+def test_every_package_is_versioned_and_no_stage_repeats_a_module_name():
+    """Every project package is one code versions cover, one pyproject installs and one the
+    import contracts know; the modules of the discovery stage, in whatever package, have
+    distinct file names (the all-pairs pass has one owner, not twins by floor)."""
+    on_disk = {p.parent.name for p in PROJECT_ROOT.glob("saber_*/__init__.py")}
+    assert on_disk == set(PACKAGES)
+    pyproject = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())
+    installed = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert {name.rstrip("*") for name in installed} == on_disk
+    assert set(pyproject["tool"]["importlinter"]["root_packages"]) == on_disk
+    discovery = [
+        *(PROJECT_ROOT / "saber_core" / "discovery").glob("*.py"),
+        *(PROJECT_ROOT / "saber_assets" / "discovery").glob("*.py"),
+        *(PROJECT_ROOT / "saber_allpairs").glob("*.py"),
+        *(PROJECT_ROOT / "saber_compute").glob("*pass*.py"),
+        *(PROJECT_ROOT / "saber_slurm").glob("allpairs*.py"),
+    ]
+    names = [p.name for p in discovery if p.name != "__init__.py"]
+    assert sorted(n for n in set(names) if names.count(n) > 1) == []
 
 
 def test_generated_documents_are_current():
@@ -181,7 +203,7 @@ def test_editing_a_helper_makes_rating_intervals_stale(tiny_build, tmp_path, mon
     import saber_runtime.stage as stage
     from saber_assets.inputs import corpus
     from saber_assets.validity import rating_intervals
-    from saber_resources.store.database import DuckDBStore
+    from saber_store.database import DuckDBStore
 
     build, _, _ = tiny_build
     home = tmp_path / "home"
@@ -206,7 +228,7 @@ def test_editing_a_helper_makes_rating_intervals_stale(tiny_build, tmp_path, mon
 
 def _produced_by(store) -> dict[str, str]:
     """Table → the asset that wrote it (from the build manifest)."""
-    from saber_resources.store.database import MANIFEST
+    from saber_store.database import MANIFEST
 
     manifest = store.read_table(MANIFEST)
     out = {}
@@ -223,7 +245,7 @@ def test_each_asset_declares_exactly_the_assets_whose_tables_it_reads(tmp_path, 
     (which looks at the deps' data versions only) never misses an input."""
     from collections import defaultdict
 
-    from saber_resources.store.database import DuckDBStore
+    from saber_store.database import DuckDBStore
 
     reads: dict[str, set[str]] = defaultdict(set)
     read_table, figures_of = DuckDBStore.read_table, DuckDBStore.figures_of
@@ -244,15 +266,15 @@ def test_each_asset_declares_exactly_the_assets_whose_tables_it_reads(tmp_path, 
         reads[running()].update(("asset", a) for a in assets)
         return versions_of(self, assets)
 
-    from saber_assets.discovery import per_query
+    from saber_assets.discovery import per_query_pools
 
-    stored_matrix = per_query.stored_matrix
+    stored_matrix = per_query_pools.stored_matrix
 
     def recorded_matrix(plan, name):  # a matrix file is named after the asset that wrote it
         reads[running()].add(("asset", name))
         return stored_matrix(plan, name)
 
-    monkeypatch.setattr(per_query, "stored_matrix", recorded_matrix)
+    monkeypatch.setattr(per_query_pools, "stored_matrix", recorded_matrix)
     monkeypatch.setattr(DuckDBStore, "read_table", recorded_table)
     monkeypatch.setattr(DuckDBStore, "figures_of", recorded_figures)
     monkeypatch.setattr(DuckDBStore, "versions_of", recorded_versions)
@@ -294,7 +316,7 @@ def test_a_parse_upset_by_another_thread_is_repeated(monkeypatch):
     is retried; a persistent one still raises."""
     import ast
 
-    from saber_resources import code_version as cv
+    from saber_lineage import code_version as cv
 
     real, failures = ast.parse, [1]
 
@@ -322,7 +344,7 @@ def test_the_import_scan_finds_every_import_a_full_walk_finds():
     they are exactly the ``Import``/``ImportFrom`` nodes of a full ``ast.walk``."""
     import ast
 
-    from saber_resources.code_version import _import_statements
+    from saber_lineage.code_version import _import_statements
 
     nested = (
         "def f():\n    import a\n    class C:\n        from b import c\n"
@@ -355,7 +377,7 @@ def test_the_step_forkserver_is_prepared_before_torch_loads():
         importlib.import_module(module)
     code = (
         "import os, sys; import saber_assets.forkserver_setup as s; "
-        "from saber_resources.code_version import _imports_of; "
+        "from saber_lineage.code_version import _imports_of; "
         "print(os.environ['OMP_WAIT_POLICY'], s.PARSED_FILES, _imports_of.cache_info().currsize, "
         "'torch' in sys.modules, 'dagster' in sys.modules)"
     )

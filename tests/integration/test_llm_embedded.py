@@ -9,8 +9,8 @@ import transformers.generation.utils
 from saber_compute.llm.embedded import STOP_STRINGS, render_plain, stopping_criteria
 from saber_compute.llm.interface import LLMRequest
 from saber_core.parsing import clean_summary, parse_judge_answer, parse_topics, render_shortlist
-from saber_resources.llm.embedded import EmbeddedBackend
-from saber_resources.llm.prompts import load_prompt
+from saber_llm.embedded import EmbeddedBackend
+from saber_llm.prompts import load_prompt
 
 QUERY = "Find all primes p such that p^2 + 2 is also prime."
 SOLUTION = "If p is not 3, then p^2 leaves remainder 1 modulo 3, so p^2 + 2 is divisible by 3."

@@ -15,7 +15,7 @@ import dagster as dg
 import pytest
 
 from saber_compute.llm.interface import ChatMessage, LLMRequest, parting_choice_logprobs
-from saber_resources.llm.openai_compat import (
+from saber_llm.openai_compat import (
     OpenAICompatibleBackend,
     backoff_seconds,
     parse_chat_completion,

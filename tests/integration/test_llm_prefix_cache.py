@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 from saber_cli.build import llm_summary
 from saber_compute.llm.interface import ChatMessage, LLMRequest, LLMResult
-from saber_resources.llm.base import LLMBackend
-from saber_resources.llm.cache import CachedLLM, CallStats
-from saber_resources.store.database import DuckDBStore
+from saber_llm.base import LLMBackend
+from saber_llm.cache import CachedLLM, CallStats
+from saber_store.database import DuckDBStore
 
 
 class PrefixEngine(LLMBackend):

@@ -8,11 +8,11 @@ from fakes import CALLS, ScriptedBackend
 
 from saber_cli.build import run_build
 from saber_cli.lineage import create_lineage_views, lineage_report
-from saber_resources.config import load_build_config
-from saber_resources.judges import LLMJudge
-from saber_resources.llm.cache import CachedLLM
-from saber_resources.llm.prompts import PROMPTS_DIR, load_prompt
-from saber_resources.store.database import DuckDBStore
+from saber_config import load_build_config
+from saber_llm.cache import CachedLLM
+from saber_llm.judges import LLMJudge
+from saber_llm.prompts import PROMPTS_DIR, load_prompt
+from saber_store.database import DuckDBStore
 
 LLM_PROFILE = {"summaries": "llm", "topics": "llm", "judge": "llm", "corpus_limit": 40,
                "judge_both_orders": True}  # fmt: skip
@@ -195,7 +195,7 @@ def test_lineage_prints_full_chain(llm_build):
 
 
 def test_changed_corpus_rows_redo_only_what_they_touch(tmp_path):
-    from saber_resources.store.sources import champ_corpus
+    from saber_store.sources import champ_corpus
 
     corpus = champ_corpus().head(40)
     path = tmp_path / "corpus.jsonl"

@@ -30,8 +30,8 @@ from saber_compute.llm.vllm_offline import (
     result_from_output,
     sampling_kwargs,
 )
-from saber_resources.llm.base import forget_engines
-from saber_resources.llm.vllm_backend import VLLMBackend
+from saber_llm.base import forget_engines
+from saber_llm.vllm_backend import VLLMBackend
 
 
 def _req(text: str, **kwargs) -> LLMRequest:
@@ -71,7 +71,7 @@ def test_import_does_not_import_vllm():
         "        if name == 'vllm' or name.startswith('vllm.'):\n"
         "            raise ImportError('vllm imported at module import time')\n"
         "sys.meta_path.insert(0, Block())\n"
-        "import saber_resources.llm.vllm_backend as m\n"
+        "import saber_llm.vllm_backend as m\n"
         "assert 'vllm' not in sys.modules\n"
         "print(m.VLLMBackend(model='x').identity()['backend'])\n"
     )
@@ -416,7 +416,7 @@ def test_tiny_batch_on_real_vllm_through_the_llm_server(tmp_path):
         requests_to_table,
         table_to_results,
     )
-    from saber_resources.llm.base import backend_spec
+    from saber_llm.base import backend_spec
 
     backend = VLLMBackend(model=model, max_model_len=2048, gpu_memory_utilization=0.5)
     question = "Query: solve x+{}=3. Which candidate helps more, 1 or 2?"

@@ -10,11 +10,11 @@ import pytest
 from saber_assets.tables import pool_matrix
 from saber_assets.tournament import round_name
 from saber_cli.build import run_build
+from saber_config import load_build_config
 from saber_core.rating.bradley_terry import fit_bradley_terry
 from saber_core.rating.comparisons import Comparisons
 from saber_core.tournament.pairing import run_pairing
-from saber_resources.config import load_build_config
-from saber_resources.store.database import DuckDBStore
+from saber_store.database import DuckDBStore
 
 
 @pytest.fixture(scope="module")

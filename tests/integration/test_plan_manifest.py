@@ -16,11 +16,11 @@ from fakes import CALLS, ScriptedBackend
 
 from saber_cli.build import run_build
 from saber_cli.plan import plan_build
-from saber_resources.code_version import PROJECT_ROOT
-from saber_resources.config import load_build_config
-from saber_resources.llm.prompts import PROMPTS_DIR
-from saber_resources.provenance import ManifestMismatch, config_from_manifest
-from saber_resources.store.database import DuckDBStore
+from saber_config import load_build_config
+from saber_lineage.code_version import PROJECT_ROOT
+from saber_lineage.provenance import ManifestMismatch, config_from_manifest
+from saber_llm.prompts import PROMPTS_DIR
+from saber_store.database import DuckDBStore
 
 LLM = {"summaries": "llm", "topics": "llm", "judge": "llm", "corpus_limit": 24, "rounds": 2,
        "recipe_queries": 1}  # fmt: skip

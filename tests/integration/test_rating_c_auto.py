@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from saber_resources.config import PlanError, load_build_config
-from saber_resources.config.reads import PlanReads
+from saber_config import PlanError, load_build_config
+from saber_config.reads import PlanReads
 from saber_study.label_budget.cli import budget_main
 
 

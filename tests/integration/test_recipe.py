@@ -19,7 +19,7 @@ from saber_eval.loading import load_benchmark
 from saber_eval.registry import load_registry
 from saber_eval.retrievers import retriever_factory
 from saber_eval.runner import run_retriever
-from saber_resources.store.sources import alternative_summaries, champ_llm_summaries
+from saber_store.sources import alternative_summaries, champ_llm_summaries
 
 
 def set_jaccard(a: frozenset, b: frozenset) -> float:

@@ -17,9 +17,9 @@ import polars as pl
 import pytest
 
 from saber_cli.build import run_build
-from saber_resources.config import load_build_config
-from saber_resources.store.build_lock import BuildLockedError, build_lock
-from saber_resources.store.database import DuckDBStore
+from saber_config import load_build_config
+from saber_store.build_lock import BuildLockedError, build_lock
+from saber_store.database import DuckDBStore
 
 HERE = Path(__file__).parent
 SCRIPT = HERE / "build_subprocess.py"
@@ -104,7 +104,7 @@ def test_second_build_on_same_home_stops_at_once_with_a_clear_message(tmp_path):
             sys.executable,
             "-c",
             "import sys, time; from pathlib import Path; "
-            "from saber_resources.store.build_lock import build_lock\n"
+            "from saber_store.build_lock import build_lock\n"
             f"with build_lock(Path({str(tmp_path)!r})):\n"
             "    print('locked', flush=True); time.sleep(30)",
         ],
@@ -138,7 +138,7 @@ def test_concurrent_writers_take_turns_and_never_corrupt(tmp_path):
     db = tmp_path / "shared.duckdb"
     code = (
         "import sys, polars as pl\n"
-        "from saber_resources.store.database import DuckDBStore, Lineage\n"
+        "from saber_store.database import DuckDBStore, Lineage\n"
         f"store = DuckDBStore(database={str(db)!r})\n"
         "for i in range(15):\n"
         "    frame = pl.DataFrame({'writer': [sys.argv[1]] * 1000, 'i': list(range(1000))})\n"
@@ -159,7 +159,7 @@ def test_embedding_cache_waits_for_another_process_holding_the_file(tmp_path):
     import duckdb
     import numpy as np
 
-    from saber_resources.embeddings.cache import EmbeddingCache
+    from saber_llm.embeddings.cache import EmbeddingCache
 
     path = tmp_path / "cache" / "eval_cache.duckdb"
     warm = EmbeddingCache(path)

@@ -14,8 +14,8 @@ import polars as pl
 import pytest
 
 from saber_cli.build import run_build
-from saber_resources.config import load_build_config
-from saber_resources.store.database import DuckDBStore
+from saber_config import load_build_config
+from saber_store.database import DuckDBStore
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "sabermath"))
 import sabermath_reference as ref

@@ -22,8 +22,8 @@ import dagster as dg
 import pytest
 
 from saber_compute.llm.interface import LLMRequest, LLMResult
-from saber_resources.llm.prompts import load_prompt
-from saber_resources.slurm import (
+from saber_llm.prompts import load_prompt
+from saber_slurm import (
     SlurmDispatch,
     SlurmDispatcher,
     load_cluster_profile,
@@ -136,8 +136,8 @@ class Probe:
         self.dispatcher: SlurmDispatcher | None = None
 
     def run(self, requests: list[LLMRequest]) -> dg.ExecuteInProcessResult:
-        from saber_resources.llm.embedded import EmbeddedBackend
-        from saber_resources.slurm import open_dispatch
+        from saber_llm.embedded import EmbeddedBackend
+        from saber_slurm import open_dispatch
 
         probe = self
 
@@ -202,7 +202,7 @@ def judged(dev_profile):
 def test_slurm_judgments_equal_in_process(judged):
     """Same answers as the in-process backend: bit-identical for the same batches (shards), the
     same verdicts as one in-process batch (padding changes bf16 logits by ~1e-2, not verdicts)."""
-    from saber_resources.llm.embedded import EmbeddedBackend
+    from saber_llm.embedded import EmbeddedBackend
 
     probe, requests, result = judged
     assert result.success, _error_text(result)

@@ -41,14 +41,14 @@ from triage_counts import PAIR, band_decided, paid_judge_calls, tournament_judge
 
 from saber_compute.llm.interface import LLMRequest, LLMResult
 from saber_core.validity.triage_round import TRIAGE_JUDGE_KIND
-from saber_resources.slurm import (
+from saber_slurm import (
     SlurmDispatch,
     plan_shards,
     release_run,
     run_costs,
 )
-from saber_resources.store.build_lock import Holder
-from saber_resources.store.database import DuckDBStore
+from saber_store.build_lock import Holder
+from saber_store.database import DuckDBStore
 
 pytestmark = pytest.mark.slurm
 
@@ -136,8 +136,8 @@ class Stages:
         return result
 
     def _stage(self, name: str, requests: list[LLMRequest], deps: list[str]):
-        from saber_resources.llm.embedded import EmbeddedBackend
-        from saber_resources.slurm import open_dispatch
+        from saber_llm.embedded import EmbeddedBackend
+        from saber_slurm import open_dispatch
 
         probe = self
 
@@ -166,7 +166,7 @@ def workspace(dev) -> Iterator[str]:
 
 def _in_process(requests: list[LLMRequest], size: int) -> list[LLMResult]:
     """The embedded backend's answers for the same batches the shards make."""
-    from saber_resources.llm.embedded import EmbeddedBackend
+    from saber_llm.embedded import EmbeddedBackend
 
     backend, out = EmbeddedBackend(), [None] * len(requests)
     for shard in plan_shards(requests, size):

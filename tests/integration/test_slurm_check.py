@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from test_slurm import usable_dev_profile
 
-from saber_resources.slurm import SlurmDispatch
-from saber_resources.slurm.check import _gres_types, check_profile, cluster_checks
+from saber_slurm import SlurmDispatch
+from saber_slurm.check import _gres_types, check_profile, cluster_checks
 
 
 def scripted(answers: dict[str, tuple[int, str]]):

@@ -25,18 +25,18 @@ from saber_compute.llm_shard import (
     requests_to_table,
     table_to_results,
 )
-from saber_resources.judges import LLMJudge
-from saber_resources.llm.base import backend_spec
-from saber_resources.llm.cache import TABLE, CachedLLM
-from saber_resources.slurm import (
+from saber_llm.base import backend_spec
+from saber_llm.cache import TABLE, CachedLLM
+from saber_llm.judges import LLMJudge
+from saber_slurm import (
     SlurmDispatch,
     model_key,
     sbatch_script,
     stage_costs,
     summarize_jobs,
 )
-from saber_resources.slurm.dispatcher import COST_SCHEMA, COST_TABLE, Attempt
-from saber_resources.store.database import DuckDBStore
+from saber_slurm.dispatcher import COST_SCHEMA, COST_TABLE, Attempt
+from saber_store.database import DuckDBStore
 
 COUNTS: dict[str, list[int]] = {"loads": [], "calls": []}
 
@@ -377,7 +377,7 @@ def test_cost_rows_count_each_dispatch_call_once(tmp_path):
     cluster: the bookkeeping alone, with a key file that only has to exist)."""
     import dagster as dg
 
-    from saber_resources.slurm import ShardDispatch, ShardRecord
+    from saber_slurm import ShardDispatch, ShardRecord
 
     key = tmp_path / "id_ed25519"
     key.write_text("not used: nothing connects\n")

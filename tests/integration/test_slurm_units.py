@@ -28,9 +28,9 @@ from saber_compute.llm_shard import (
     table_to_requests,
     table_to_results,
 )
-from saber_resources.config import load_build_config
-from saber_resources.llm.base import LLMBackend, backend_spec
-from saber_resources.slurm import (
+from saber_config import load_build_config
+from saber_llm.base import LLMBackend, backend_spec
+from saber_slurm import (
     CLUSTER_PROFILES,
     SbatchLauncher,
     SlurmDispatch,
@@ -125,8 +125,8 @@ def test_results_round_trip_through_parquet(tmp_path):
 
 
 def test_backend_spec_rebuilds_the_same_engine_without_dagster():
-    from saber_resources.llm.embedded import EmbeddedBackend
-    from saber_resources.llm.vllm_backend import VLLMBackend
+    from saber_llm.embedded import EmbeddedBackend
+    from saber_llm.vllm_backend import VLLMBackend
 
     for backend in (
         EmbeddedBackend(batch_size=4),
@@ -139,7 +139,7 @@ def test_backend_spec_rebuilds_the_same_engine_without_dagster():
         assert "dagster" not in type(rebuilt).__module__ and spec.startswith("saber_compute.")
         assert rebuilt.identity() == backend.identity()
     with pytest.raises(TypeError):
-        build_engine("saber_resources.slurm:SlurmDispatch", {})
+        build_engine("saber_slurm:SlurmDispatch", {})
 
 
 def test_payload_answers_a_shard_with_stats_and_provenance(tmp_path, monkeypatch):
@@ -365,7 +365,7 @@ def test_dagster_slurm_pin_and_the_private_calls_the_adapter_uses():
 
     from dagster_slurm.pipes_clients.slurm_pipes_client import SlurmPipesClient
 
-    from saber_resources.slurm.adapter import PINNED_VERSION, PRIVATE_CALLS, installed_version
+    from saber_slurm.adapter import PINNED_VERSION, PRIVATE_CALLS, installed_version
 
     pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     assert f"dagster-slurm=={PINNED_VERSION}" in pyproject["project"]["dependencies"]

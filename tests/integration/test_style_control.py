@@ -7,10 +7,10 @@ import pytest
 from scipy.stats import spearmanr
 
 from saber_cli.build import run_build
+from saber_config import PlanError, load_build_config
 from saber_core.rating.bradley_terry import fit_bradley_terry
 from saber_core.rating.comparisons import PlayedRounds
-from saber_resources.config import PlanError, load_build_config
-from saber_resources.store.database import DuckDBStore
+from saber_store.database import DuckDBStore
 
 
 def _figures(result, asset: str) -> dict:

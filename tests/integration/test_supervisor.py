@@ -21,7 +21,7 @@ import polars as pl
 import pytest
 from test_reliability import outputs
 
-from saber_resources.store.build_lock import BuildLockedError, Holder, build_lock
+from saber_store.build_lock import BuildLockedError, Holder, build_lock
 
 SABER = str(Path(sys.executable).with_name("saber"))
 STEP_TIMEOUT_S = 300
@@ -260,7 +260,7 @@ def test_lock_of_an_orphaned_worker_is_waited_for(tmp_path):
     build waits for it instead of refusing; a live holder is refused at once."""
     hold = (
         "import sys, time; from pathlib import Path; "
-        "from saber_resources.store.build_lock import build_lock\n"
+        "from saber_store.build_lock import build_lock\n"
         f"with build_lock(Path({str(tmp_path)!r})):\n"
         "    print('locked', flush=True); time.sleep(float(sys.argv[1]))"
     )
@@ -298,7 +298,7 @@ def test_a_failing_build_prints_one_short_block_and_no_traceback(tmp_path, corpu
     """A corpus a user brings with a fault: the terminal shows the steps done and one block —
     what, which rows, the setting that fixes it, the log — and no traceback; the log has the
     traceback and Dagster's event output."""
-    from saber_resources.store.sources import champ_corpus
+    from saber_store.sources import champ_corpus
 
     frame = champ_corpus().head(60)
     path = tmp_path / corpus
@@ -324,7 +324,7 @@ def test_console_summary_lists_what_was_left_out_and_where(tmp_path):
     """Dropped judgments, quarantined rows, rejected topic ids and databank exclusions: counted,
     their commonest reasons (row details folded away), and the table to read."""
     from saber_cli.build import summary
-    from saber_resources.store.database import DuckDBStore, Lineage
+    from saber_store.database import DuckDBStore, Lineage
 
     store = DuckDBStore(database=str(tmp_path / "saber.duckdb"))
     tables = {

@@ -7,9 +7,9 @@ import polars as pl
 import pytest
 
 from saber_cli.build import run_build
+from saber_config import load_build_config
 from saber_core.validity.triage_round import TRIAGE_JUDGE_KIND
-from saber_resources.config import load_build_config
-from saber_resources.store.database import DuckDBStore
+from saber_store.database import DuckDBStore
 
 THRESHOLD = 0.3
 

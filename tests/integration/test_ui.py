@@ -19,7 +19,7 @@ import pytest
 
 from saber_assets.definitions import build_definitions
 from saber_assets.evaluation import DEFAULT_RETRIEVERS
-from saber_resources.config import load_build_config
+from saber_config import load_build_config
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCHES = 2

@@ -8,8 +8,8 @@ import polars as pl
 import pytest
 
 from saber_cli.build import run_build
-from saber_resources.config import load_build_config
-from saber_resources.store.database import DuckDBStore
+from saber_config import load_build_config
+from saber_store.database import DuckDBStore
 
 FILLER = " ".join(
     f"remark {i} extends the argument to case {i} of the general setting" for i in range(40)
@@ -37,7 +37,7 @@ def test_validity_report_figures_on_the_tiny_build(tiny_build):
 
 
 def test_contaminated_query_fails_the_gate_and_names_the_offender(tmp_path):
-    from saber_resources.store.sources import champ_corpus
+    from saber_store.sources import champ_corpus
 
     home = tmp_path / "home"
     first = load_build_config("tiny", home=str(home))
@@ -99,7 +99,7 @@ def test_round_robin_tau_equals_an_independent_recomputation(tiny_build):
     round robin judged again by the embedding judge, both fits by scikit-learn, τ by scipy."""
     from scipy.stats import kendalltau
 
-    from saber_resources.judges import EmbeddingJudge
+    from saber_llm.judges import EmbeddingJudge
 
     _, store, _ = tiny_build
     corpus = store.read_table("corpus")

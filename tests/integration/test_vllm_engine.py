@@ -27,16 +27,16 @@ from saber_cli.build import llm_summary, run_build
 from saber_cli.reference import build_agreement
 from saber_compute.llm.interface import ChatMessage, LLMRequest
 from saber_compute.llm.model_folder import chat_template_text
+from saber_config import load_build_config
 from saber_core.validity.triage_round import TRIAGE_JUDGE_KIND
-from saber_resources.config import load_build_config
-from saber_resources.factory import make_backend
-from saber_resources.judges import LLMJudge
-from saber_resources.llm.cache import CachedLLM
-from saber_resources.llm.engine_server import EngineServerError, reap_group, shutdown_servers
-from saber_resources.llm.openai_compat import OpenAICompatibleBackend
-from saber_resources.llm.vllm_backend import VLLMBackend, default_env_path
-from saber_resources.llm.vllm_openai_server import server_counters, start_openai_server
-from saber_resources.store.database import DuckDBStore
+from saber_llm.cache import CachedLLM
+from saber_llm.engine_server import EngineServerError, reap_group, shutdown_servers
+from saber_llm.factory import make_backend
+from saber_llm.judges import LLMJudge
+from saber_llm.openai_compat import OpenAICompatibleBackend
+from saber_llm.vllm_backend import VLLMBackend, default_env_path
+from saber_llm.vllm_openai_server import server_counters, start_openai_server
+from saber_store.database import DuckDBStore
 
 pytestmark = [pytest.mark.vllm, pytest.mark.e2e]
 SMALL_BUILD = {"summaries": "llm", "topics": "llm", "judge": "llm", "llm_backend": "vllm",

@@ -112,7 +112,7 @@ def test_cli_refuses_a_choice_without_a_budget_at_750_calls(tmp_path, capsys):
 
 
 def test_default_out_is_where_the_build_looks(monkeypatch, tmp_path):
-    from saber_resources.store.paths import SaberPaths
+    from saber_store.paths import SaberPaths
 
     monkeypatch.setenv("SABER_HOME", str(tmp_path))
     assert (default_out() / cc.CHOSEN_FILE).resolve() == SaberPaths.at(tmp_path).chosen_c

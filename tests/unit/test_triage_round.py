@@ -5,6 +5,7 @@ import polars as pl
 import pytest
 from scipy.special import expit
 
+from saber_config import PlanError, load_build_config
 from saber_core.rating.comparisons import Comparisons
 from saber_core.tournament.judgment_table import judge_pairs
 from saber_core.validity.triage_round import (
@@ -15,7 +16,6 @@ from saber_core.validity.triage_round import (
     split_round,
     triage_budget,
 )
-from saber_resources.config import PlanError, load_build_config
 
 # one query, 6 candidates on a 0–2 scale; three planned pairs and an empty slot
 GRADES = np.array([[2.0, 0.1, 1.0, 1.8, 0.0, 1.6]])

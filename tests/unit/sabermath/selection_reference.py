@@ -1,5 +1,5 @@
 """Reference: §8 target and candidate selection on dense score blocks, written from the method
-text (the build selects from counts: ``saber_core.discovery.all_pairs``)
+text (the build selects from counts: ``saber_core.discovery.pair_scorer``)
 (``build_benchmark/select/select_targets_and_candidates.py``, ``get_targets_and_candidates``).
 
 For a row ``i`` of the databank (every row is a potential target; the caller concatenates the

@@ -10,7 +10,7 @@ import pytest
 import sabermath_reference as ref
 from test_sabermath_selection import B_CUT, J_CUT, random_scores
 
-from saber_core.discovery.all_pairs import eligible, replay_draws, row_counts, row_pools
+from saber_core.discovery.pair_scorer import eligible, replay_draws, row_counts, row_pools
 
 
 @dataclass(frozen=True)

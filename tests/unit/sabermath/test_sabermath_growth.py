@@ -22,9 +22,9 @@ from test_sabermath_pair_kernel import (
     scorer_of,
 )
 
-from saber_core.discovery.all_pairs import PairScorer
 from saber_core.discovery.databank import tree_ic
-from saber_core.discovery.passes import (
+from saber_core.discovery.pair_scorer import PairScorer
+from saber_core.discovery.pass_totals import (
     Band,
     PassTotals,
     add_unit,

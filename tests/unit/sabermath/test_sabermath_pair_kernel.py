@@ -14,10 +14,10 @@ import sabermath_reference as ref
 from test_sabermath_jaccard import REFERENCE_STOP_WORDS
 from test_sabermath_lin_bma import TREES
 
-from saber_core.discovery.all_pairs import PairScorer, row_counts
 from saber_core.discovery.global_threshold import histogram_threshold
 from saber_core.discovery.pair_kernel import PAD_WIDTH, float16_bits
-from saber_core.discovery.passes import (
+from saber_core.discovery.pair_scorer import PairScorer, row_counts
+from saber_core.discovery.pass_totals import (
     Band,
     pass_key,
     resolve_counts,
