@@ -10,7 +10,8 @@ kept), and counted.
 import dagster as dg
 import polars as pl
 
-from saber_config import BuildConfig, PlanReads
+from saber_assets.resources import BuildResource, StoreResource
+from saber_config import PlanReads
 from saber_core.construction import Construction
 from saber_core.inputs.annotations import (
     corpus_summaries,
@@ -30,7 +31,6 @@ from saber_llm.prompts import load_prompt, prompt_source
 from saber_runtime.errors import fail_on_backend_errors
 from saber_runtime.stage import StageOutput, materialize_stage
 from saber_slurm import SlurmDispatch, maybe_dispatcher
-from saber_store.database import DuckDBStore
 from saber_store.sources import load_ontology_frame
 
 
@@ -66,9 +66,9 @@ def _paid(stage: str, stats: CallStats) -> dict:
 @dg.asset(group_name="annotation", deps=["corpus"], kinds={"duckdb"})
 def summaries(
     context: dg.AssetExecutionContext,
-    build: BuildConfig,
-    store: DuckDBStore,
-    llm: LLMBackend,
+    build: BuildResource,
+    store: StoreResource,
+    llm: dg.ResourceParam[LLMBackend],
     slurm: SlurmDispatch,
 ) -> dg.MaterializeResult:
     """One solution summary per document (human-written, or LLM-written with provenance)."""
@@ -121,9 +121,9 @@ def corpus_topic_rows(plan: PlanReads, corpus, nodes, steps: Construction | None
 @dg.asset(group_name="annotation", deps=["corpus", "ontology"], kinds={"duckdb"})
 def topic_annotations(
     context: dg.AssetExecutionContext,
-    build: BuildConfig,
-    store: DuckDBStore,
-    llm: LLMBackend,
+    build: BuildResource,
+    store: StoreResource,
+    llm: dg.ResourceParam[LLMBackend],
     slurm: SlurmDispatch,
 ) -> dg.MaterializeResult:
     """(doc_id, topic_id) rows validated against the ontology; unknown ids are rejected."""

@@ -10,6 +10,7 @@ from saber_assets.discovery import discovery_assets
 from saber_assets.evaluation import leaderboard, retriever_runs
 from saber_assets.export import benchmark_export, build_manifest_asset, build_report_asset
 from saber_assets.inputs import corpus, ontology_asset
+from saber_assets.resources import BuildResource, StoreResource
 from saber_assets.tournament import tournament_assets
 from saber_assets.validity import (
     audit_asset,
@@ -109,8 +110,8 @@ def build_definitions(
         schedules=build_schedules(build),
         sensors=build_sensors(build, slurm, EVAL_JOB),
         resources={
-            "build": build,
-            "store": DuckDBStore(database=str(plan.paths.database)),
+            "build": BuildResource.of(build),
+            "store": StoreResource(database=str(plan.paths.database)),
             "llm": backend,
             "judge": make_judge(plan, backend),
             "slurm": slurm or SlurmDispatch(),

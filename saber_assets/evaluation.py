@@ -27,7 +27,7 @@ import polars as pl
 import yaml
 from pydantic import Field
 
-from saber_config import BuildConfig
+from saber_assets.resources import BuildResource, StoreResource
 from saber_eval import node_job
 from saber_eval.benchmark import MAIN_SETTING, Benchmark, parse_settings
 from saber_eval.leaderboard import mteb_result_files, refresh_leaderboard, summary_files
@@ -109,8 +109,8 @@ def run_identity(benchmark: Benchmark, registry: Registry, spec: str, settings) 
 def retriever_runs(
     context: dg.AssetExecutionContext,
     config: RetrieverRunsConfig,
-    build: BuildConfig,
-    store: DuckDBStore,
+    build: BuildResource,
+    store: StoreResource,
     slurm: SlurmDispatch,
 ) -> dg.MaterializeResult:
     """One retriever (the partition) × settings: nDCG@10 per query, latency, TREC run files."""
@@ -237,8 +237,8 @@ def evaluated_runs(store: DuckDBStore, status: pl.DataFrame) -> pl.DataFrame:
 def leaderboard(
     context: dg.AssetExecutionContext,
     config: LeaderboardConfig,
-    build: BuildConfig,
-    store: DuckDBStore,
+    build: BuildResource,
+    store: StoreResource,
 ) -> dg.MaterializeResult:
     """Leaderboard (nDCG@10 and nDCG@10_trec with 95% intervals, per domain, median latency),
     rank stability, plots, and which retrievers are evaluated, missing or stale."""

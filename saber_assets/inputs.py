@@ -2,7 +2,8 @@
 
 import dagster as dg
 
-from saber_config import BuildConfig, PlanReads
+from saber_assets.resources import BuildResource, StoreResource
+from saber_config import PlanReads
 from saber_core.discovery.databank import tree_ic
 from saber_core.inputs.annotations import raw_tag_lists
 from saber_core.inputs.corpus import ValidatedCorpus, limit_corpus, validate_corpus
@@ -10,7 +11,6 @@ from saber_core.ontology.dag import build_ontology
 from saber_core.ontology.tag_paths import build_frequency_tree, node_tree_paths, tree_frame
 from saber_runtime.metadata import check
 from saber_runtime.stage import StageOutput, materialize_stage
-from saber_store.database import DuckDBStore
 from saber_store.sources import load_corpus_frame, load_ontology_frame, source_fingerprint
 
 
@@ -48,7 +48,7 @@ def _corpus_figures(validated: ValidatedCorpus, limit: int) -> dict:
     check_specs=[dg.AssetCheckSpec("counts_reconcile", asset="corpus")],
 )
 def corpus(
-    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+    context: dg.AssetExecutionContext, build: BuildResource, store: StoreResource
 ) -> dg.MaterializeResult:
     """The problem–solution corpus; rows failing validation go to ``corpus_quarantine``."""
     plan = build.reads()
@@ -95,7 +95,7 @@ def _tag_tree(plan: PlanReads, corpus) -> StageOutput:
 
 
 def ontology(
-    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+    context: dg.AssetExecutionContext, build: BuildResource, store: StoreResource
 ) -> dg.MaterializeResult:
     """The topic ontology: the validated DAG of a node file (Seco IC), or — for the published
     construction — the path tree rebuilt from the corpus' tags (corpus-frequency IC)."""

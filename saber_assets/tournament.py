@@ -7,6 +7,7 @@ import dagster as dg
 import numpy as np
 import polars as pl
 
+from saber_assets.resources import BuildResource, StoreResource
 from saber_assets.style import candidate_style, coefficient_figures, style_free
 from saber_assets.tables import corpus_texts, played_rounds, pool_matrix
 from saber_assets.triage import (
@@ -19,7 +20,7 @@ from saber_assets.triage import (
     provenance_columns,
     round_triage,
 )
-from saber_config import BuildConfig, PlanReads
+from saber_config import PlanReads
 from saber_core.rating.bradley_terry_style import fit_style_bradley_terry
 from saber_core.rating.noise import strength_noise_variance
 from saber_core.rating.scales import scale_ratings
@@ -63,9 +64,9 @@ def with_provenance(table: pl.DataFrame, judge: PairwiseJudge) -> pl.DataFrame:
 @dg.asset(group_name="tournament", deps=["corpus", "queries", "candidate_pools"])
 def pointwise_grades(
     context: dg.AssetExecutionContext,
-    build: BuildConfig,
-    store: DuckDBStore,
-    llm: LLMBackend,
+    build: BuildResource,
+    store: StoreResource,
+    llm: dg.ResourceParam[LLMBackend],
     slurm: SlurmDispatch,
 ) -> dg.MaterializeResult:
     """Every pool candidate graded by the pointwise judge (``tournament.pointwise_judge``, a
@@ -106,9 +107,9 @@ def make_round_asset(r: int) -> dg.AssetsDefinition:
     )
     def _round(
         context: dg.AssetExecutionContext,
-        build: BuildConfig,
-        store: DuckDBStore,
-        judge: PairwiseJudge,
+        build: BuildResource,
+        store: StoreResource,
+        judge: dg.ResourceParam[PairwiseJudge],
         slurm: SlurmDispatch,
     ) -> dg.MaterializeResult:
         plan = build.reads()
@@ -217,7 +218,7 @@ def make_judgments_asset(rounds: int) -> dg.AssetsDefinition:
         check_specs=[dg.AssetCheckSpec("once_per_round_no_rematch", asset="judgments")],
     )
     def judgments(
-        context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+        context: dg.AssetExecutionContext, build: BuildResource, store: StoreResource
     ) -> dg.MaterializeResult:
         """Every judgment of every round, with its provenance; per query the judge calls spent
         and why its tournament stopped (``tournament_queries``)."""
@@ -276,7 +277,7 @@ def _rating_checks(store: DuckDBStore, ratings: pl.DataFrame) -> list[dg.AssetCh
     ],
 )
 def bt_ratings(
-    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+    context: dg.AssetExecutionContext, build: BuildResource, store: StoreResource
 ) -> dg.MaterializeResult:
     """Bradley–Terry strengths per query, min–max rescaled to [0, 5]; with
     ``rating.style_control`` the style-free strengths of the style-controlled fit."""

@@ -56,15 +56,12 @@ def run_build(
 
 
 def check_engine(build: BuildConfig, backend: LLMBackend) -> None:
-    """Before any stage, when an LLM stage runs here (``execution: local``): the build's backend
+    """Before any stage, when the plan runs an LLM stage here (``execution: local``): the backend
     checks what it can (:meth:`LLMBackend.preflight`: vLLM's environment and model folder, else
     ``EngineServerError`` with the fix; nothing is written)."""
-    uses_llm = "llm" in (
-        build.annotation.summaries,
-        build.annotation.topics,
-        build.tournament.judge,
-    )
-    if build.execution == "local" and uses_llm:
+    plan = build.plan()
+    uses_llm = "llm" in (plan.annotation.summaries, plan.annotation.topics, plan.tournament.judge)
+    if plan.execution == "local" and uses_llm:
         backend.preflight()
 
 

@@ -1,5 +1,7 @@
-"""The build configuration a user writes: one Dagster resource holding every option of a build,
-nested by concern, each option in exactly one place.
+"""The build configuration a user writes: plain, frozen, validated data (pydantic models, no
+Dagster type) holding every option of a build, nested by concern, each option in exactly one
+place. The Dagster resource and config classes are generated from it at the asset edge
+(:mod:`saber_assets.resources`).
 
 Sections: ``inputs``, ``annotation``, ``llm``, ``pools`` (queries and pool sizes),
 ``thresholds`` (both discovery engines), ``construction`` (the published construction's steps
@@ -18,7 +20,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
-import dagster as dg
 import pydantic
 
 from saber_core.construction import METHODS, OPTION_STEPS, choices
@@ -27,6 +28,14 @@ from saber_store.paths import SaberPaths
 if TYPE_CHECKING:
     from saber_config.plan import BuildPlan
     from saber_config.reads import PlanReads
+
+
+class Section(pydantic.BaseModel):
+    """A section of the configuration (and the whole of it): frozen, validated fields."""
+
+    model_config = pydantic.ConfigDict(
+        frozen=True, arbitrary_types_allowed=True, ignored_types=(cached_property,)
+    )
 
 
 @dataclass(frozen=True)
@@ -60,7 +69,7 @@ Pairing = Literal[("", *choices("pairing"))]  # type: ignore[valid-type]
 RatingFit = Literal[("", *choices("bt"))]  # type: ignore[valid-type]
 
 
-class InputSettings(dg.Config):
+class InputSettings(Section):
     """Where the corpus, the ontology and the prompts come from, and how rows are validated."""
 
     corpus: str = "champ"  # champ (the packaged CHAMP set), synthetic, or a .parquet/.jsonl file
@@ -71,7 +80,7 @@ class InputSettings(dg.Config):
     prompts_dir: str = ""  # folder of the prompt files ("" = the project's prompts/)
 
 
-class AnnotationSettings(dg.Config):
+class AnnotationSettings(Section):
     """Summaries and topics: from the corpus (human-written) or written by the LLM."""
 
     summaries: Literal["corpus", "llm"] = "corpus"  # the corpus' summary column, or LLM-written
@@ -82,7 +91,7 @@ class AnnotationSettings(dg.Config):
     max_topics: int = 5  # topics kept per document from an LLM answer
 
 
-class LLMSettings(dg.Config):
+class LLMSettings(Section):
     """The LLM backend behind every LLM stage (``SABER_LLM_<FIELD>``)."""
 
     backend: BackendName = "embedded"  # the engine behind LLM stages
@@ -94,7 +103,7 @@ class LLMSettings(dg.Config):
     max_model_len: int = 0  # vllm context length (0: the model's; 2048 for the packaged model)
 
 
-class PoolSettings(dg.Config):
+class PoolSettings(Section):
     """Queries and candidate pools: how many queries, group sizes, near-duplicates, fallback."""
 
     n_queries: int = 30  # queries drawn (per-query engine; all-pairs: domain_quotas decide)
@@ -107,7 +116,7 @@ class PoolSettings(dg.Config):
     neighbours_kept: int = 50  # nearest documents per query kept in the similarity tables
 
 
-class ThresholdSettings(dg.Config):
+class ThresholdSettings(Section):
     """What "high" and "low" mean for both signals, for both discovery engines.
 
     ``mode``: ``global_percentile`` (one threshold per signal over all ordered pairs at
@@ -128,7 +137,7 @@ def _described(factory: type, text: str) -> typing.Any:
     return pydantic.Field(default_factory=factory, description=text)
 
 
-def _construction_section() -> type[dg.Config]:
+def _construction_section() -> type[Section]:
     """``ConstructionSettings``: one optional field per construction step set as a step
     (:data:`saber_core.construction.OPTION_STEPS`; None = the method preset's choice, checked
     against :func:`~saber_core.construction.choices`), the fixes, the domain quotas and map,
@@ -139,7 +148,7 @@ def _construction_section() -> type[dg.Config]:
     }
     section = pydantic.create_model(
         "ConstructionSettings",
-        __base__=dg.Config,
+        __base__=Section,
         __doc__="The construction step by step (None = the preset of ``method``), the "
         "published-defect fixes, the domain quotas and tag → domain map, and the defect audit.",
         **steps,
@@ -166,7 +175,7 @@ def _construction_section() -> type[dg.Config]:
 ConstructionSettings = _construction_section()
 
 
-class TournamentSettings(dg.Config):
+class TournamentSettings(Section):
     """The pairwise judge, the pairing, the presentation order and the number of rounds.
 
     ``pairing``: ``swiss`` (platform: repair swaps, no sit-outs), ``published_swiss`` (the
@@ -201,7 +210,7 @@ class TournamentSettings(dg.Config):
     triage_threshold: float = 0.4  # calibrated rule: decided when |p − ½| ≥ this
 
 
-class RatingSettings(dg.Config):
+class RatingSettings(Section):
     """Ratings from the judgments: the Bradley–Terry fit and its outcomes.
 
     ``fit``: ``exact`` (the penalized optimum) or ``sklearn_lbfgs`` (the published scikit-learn
@@ -233,7 +242,7 @@ class RatingSettings(dg.Config):
         return value if value == "auto" else float(value)
 
 
-class SlurmSettings(dg.Config):
+class SlurmSettings(Section):
     """Cluster profile and per-build overrides (``SABER_SLURM_<FIELD>``; "" or < 0 = profile's).
 
     ``mode``: ``allocation`` (one LLM-server allocation per model and run, fed stage by stage)
@@ -252,7 +261,7 @@ class SlurmSettings(dg.Config):
     gpus_per_node: int = -1  # GPUs per LLM job (-1: the profile's)
 
 
-class AllPairsSettings(dg.Config):
+class AllPairsSettings(Section):
     """All-pairs discovery (``thresholds.mode: global_percentile``): how its passes are cut and
     where they run. None of these changes a result (units add up exactly)."""
 
@@ -266,7 +275,7 @@ class AllPairsSettings(dg.Config):
     checkpoint_seconds: float = 60.0  # each thread saves its finished units at most this often
 
 
-class ValiditySettings(dg.Config):
+class ValiditySettings(Section):
     """Rating intervals, round-robin sample, contamination gate and recipe sensitivity."""
 
     bootstrap: int = 200  # bootstrap resamples of the rating intervals
@@ -278,7 +287,7 @@ class ValiditySettings(dg.Config):
     recipe_queries: int = 0  # queries in the other-recipe tournament (seeded sample; 0 = all)
 
 
-class AutomationSettings(dg.Config):
+class AutomationSettings(Section):
     """Scheduled rebuilds and the input-change sensor."""
 
     rebuild_cron: str = ""  # a cron schedule for rebuilds, e.g. "0 3 * * 1" ("": none)
@@ -286,7 +295,7 @@ class AutomationSettings(dg.Config):
     watch_interval_seconds: int = 60  # how often the input sensor looks
 
 
-class BuildConfig(dg.ConfigurableResource):
+class BuildConfig(Section):
     """Every setting of a build as the user wrote it; :meth:`plan` is what the build runs."""
 
     profile: str = "default"  # the profile the settings came from
@@ -361,8 +370,8 @@ class BuildConfig(dg.ConfigurableResource):
         return self.paths.embedding_cache
 
 
-SECTIONS: dict[str, type[dg.Config]] = {
+SECTIONS: dict[str, type[Section]] = {
     name: info.annotation
     for name, info in BuildConfig.model_fields.items()
-    if isinstance(info.annotation, type) and issubclass(info.annotation, dg.Config)
+    if isinstance(info.annotation, type) and issubclass(info.annotation, Section)
 }

@@ -1,7 +1,9 @@
-"""The LLM backend resource: one Dagster ``ConfigurableResource`` interface over every engine.
+"""The LLM backend: one interface over every engine, plain data without Dagster (the assets
+receive the build's backend as a resource, ``dg.ResourceParam[LLMBackend]``; ``saber eval``
+uses the same classes without Dagster).
 
-The request and result types and the engines themselves are Dagster-free
-(:mod:`saber_compute.llm.interface`): a backend resource holds an engine's settings and names it
+The request and result types and the engines themselves live on the compute floor
+(:mod:`saber_compute.llm.interface`): a backend holds an engine's settings and names it
 by :meth:`LLMBackend.engine_spec`, so the SLURM payload and the LLM server build the very same
 engine on a compute node. :class:`EngineBackend` delegates to the engine it names (built once per
 process and configuration); a backend answering in the Dagster process itself (the
@@ -16,9 +18,10 @@ import json
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
-import dagster as dg
+import pydantic
 
 from saber_compute.llm.interface import LLMRequest, LLMResult, build_engine
 
@@ -30,7 +33,16 @@ _ENGINES: dict[tuple[str, str], Any] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
-class LLMBackend(dg.ConfigurableResource, ABC):
+class Component(pydantic.BaseModel):
+    """A configured part of a build that the assets receive as a resource (an LLM backend, a
+    judge): frozen, validated fields; no Dagster type."""
+
+    model_config = pydantic.ConfigDict(
+        frozen=True, arbitrary_types_allowed=True, ignored_types=(cached_property,)
+    )
+
+
+class LLMBackend(Component, ABC):
     """A batch LLM backend. Implementations: vLLM offline, OpenAI-compatible HTTP, embedded."""
 
     config_name: ClassVar[str] = ""  # the ``llm.backend`` value naming it (its key in BACKENDS)

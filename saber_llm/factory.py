@@ -1,7 +1,7 @@
 """The LLM backends and the pairwise judges a build plan can name, by name: :data:`BACKENDS`
 (``llm.backend``) and :data:`JUDGES` (``tournament.judge``; the schema checks a setting against
 its table: :class:`saber_config.schema.Registered`). Each class builds itself from the
-plan (``from_plan``); the API key only through ``dg.EnvVar``, read when the resource is used."""
+plan (``from_plan``); the API key only from the ``SABER_API_KEY`` variable, never a setting."""
 
 from __future__ import annotations
 

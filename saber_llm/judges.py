@@ -31,13 +31,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal, Self
 
-import dagster as dg
 import numpy as np
 
 from saber_compute.llm.interface import LLMRequest
 from saber_core.parsing import choice_probability, combine_orders, parse_judge_answer
 from saber_core.signals.jaccard import TOKENIZER_VERSION, build_token_matrix
-from saber_llm.base import LLMBackend
+from saber_llm.base import Component, LLMBackend
 from saber_llm.cache import CachedLLM, CallStats, Dispatch
 from saber_llm.embeddings.embedder import default_embedder_path, embed_texts
 from saber_llm.prompts import load_prompt, prompt_source
@@ -76,7 +75,7 @@ class JudgeOutput:
     stats: CallStats
 
 
-class PairwiseJudge(dg.ConfigurableResource, ABC):
+class PairwiseJudge(Component, ABC):
     """A pairwise judge over aligned lists of (query, first, second) texts."""
 
     config_name: ClassVar[str] = ""  # the ``tournament.judge`` value naming it (key in JUDGES)

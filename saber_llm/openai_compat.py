@@ -6,7 +6,7 @@ exponential backoff (deterministic jitter, ``Retry-After`` honoured up to the sa
 4xx is final. A request that still fails, or whose answer is malformed, becomes an ``LLMResult``
 with ``error`` set: ``generate`` raises only for configuration errors.
 
-The API key is read from config (set it with ``dg.EnvVar("SABER_API_KEY")``), sent only as
+The API key comes from the ``SABER_API_KEY`` variable (never a profile setting), sent only as
 ``Authorization: Bearer ...``, never logged, never part of ``identity()``, and redacted from every
 error text (a server that echoes the request headers cannot leak it into the results).
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 import email.utils
 import http.client
 import json
+import logging
 import math
 import os
 import random
@@ -35,7 +36,6 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
-import dagster as dg
 from pydantic import Field
 
 from saber_compute.llm.interface import LLMRequest, LLMResult, parting_choice_logprobs
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from saber_config import BuildPlan
 
 API_KEY_ENV = "SABER_API_KEY"
+STEP_LOGGER = "dagster.builtin.saber.llm"  # the logger a Dagster step captures (get_dagster_logger)
 GUIDED_CHOICE_FORMATS = ("structured_outputs", "guided_choice")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 _SNIPPET_CHARS = 200
@@ -162,7 +163,7 @@ class OpenAICompatibleBackend(LLMBackend):
     api_key: str = Field(
         default="",
         repr=False,
-        description='Bearer token; set it with dg.EnvVar("SABER_API_KEY"), never inline',
+        description="Bearer token; from_plan reads it from SABER_API_KEY, never a profile",
     )
     max_concurrency: int = Field(default=16, description="Requests in flight at once")
     timeout_s: float = Field(default=120.0, description="Per-attempt HTTP timeout (seconds)")
@@ -181,12 +182,12 @@ class OpenAICompatibleBackend(LLMBackend):
 
     @classmethod
     def from_plan(cls, plan: BuildPlan) -> Self:
-        """The server of ``plan.llm`` (the key only as ``dg.EnvVar(SABER_API_KEY)``, when set)."""
+        """The server of ``plan.llm`` (the key from the ``SABER_API_KEY`` variable, when set)."""
         llm = plan.llm
         return cls(
             base_url=llm.base_url,
             model=llm.model,
-            api_key=dg.EnvVar(API_KEY_ENV) if os.environ.get(API_KEY_ENV) else "",
+            api_key=os.environ.get(API_KEY_ENV, ""),
             max_concurrency=llm.max_concurrency,
             reasoning_effort=llm.reasoning_effort,
         )
@@ -253,10 +254,7 @@ class OpenAICompatibleBackend(LLMBackend):
             raise ValueError(f"guided_choice_format must be one of {GUIDED_CHOICE_FORMATS}")
 
     def _key(self) -> str:
-        key = self.api_key
-        if isinstance(key, dg.EnvVar):  # used outside Dagster's resource initialisation
-            return key.get_value() or ""
-        return key or ""
+        return self.api_key or ""
 
     def _redact(self, text: str) -> str:
         key = self._key()
@@ -297,7 +295,7 @@ class OpenAICompatibleBackend(LLMBackend):
 
     def _answer_with_retries(self, request: LLMRequest) -> LLMResult:
         body = json.dumps(self.request_body(request)).encode()
-        log = dg.get_dagster_logger("saber.llm")
+        log = logging.getLogger(STEP_LOGGER)
         last = ""
         attempts = self.max_retries + 1
         for attempt in range(attempts):

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import dagster as dg
 import duckdb
 import polars as pl
+import pydantic
 
 from saber_store.duckdb_files import duckdb_connection
 
@@ -54,8 +54,12 @@ def frame_hash(frame: pl.DataFrame) -> str:
     return hashlib.sha256(schema + hashes).hexdigest()[:16]
 
 
-class DuckDBStore(dg.ConfigurableResource):
-    """One DuckDB file under the SABER home holding every table of a build."""
+class DuckDBStore(pydantic.BaseModel):
+    """One DuckDB file under the SABER home holding every table of a build (plain data: the
+    assets' resource is :class:`saber_assets.resources.StoreResource`, the same class with
+    Dagster's resource base)."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
 
     database: str
 

@@ -14,7 +14,8 @@ from saber_allpairs.runner import PassLog, banded_pass, exact_counts, pass_folde
 from saber_assets.annotation import corpus_topic_rows
 from saber_assets.discovery.per_query_pools import pool_checks
 from saber_assets.discovery.plots import histogram_plot
-from saber_config import BuildConfig, PlanReads
+from saber_assets.resources import BuildResource, StoreResource
+from saber_config import PlanReads
 from saber_core.construction import Construction
 from saber_core.discovery.databank import Databank, build_databank, domain_buckets, pair_scorer
 from saber_core.discovery.final_sampler import sample_final_queries
@@ -54,7 +55,7 @@ def databank_and_scorer(plan: PlanReads, store: DuckDBStore) -> tuple[Databank, 
 
 @dg.asset(name="pair_histograms", group_name="discovery", deps=INPUTS, kinds={"duckdb"})
 def pair_histograms_asset(
-    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+    context: dg.AssetExecutionContext, build: BuildResource, store: StoreResource
 ) -> dg.MaterializeResult:
     """Pass 1 over every ordered pair: exact histograms of the stored float16 BMA and Jaccard
     values, and the global thresholds (the published percentile, exactly)."""
@@ -153,7 +154,7 @@ def _no_target_error(sizes: tuple[int, int, int], table: pl.DataFrame) -> ValueE
 
 @dg.asset(group_name="discovery", deps=["pair_histograms", *INPUTS], kinds={"duckdb"})
 def target_eligibility(
-    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+    context: dg.AssetExecutionContext, build: BuildResource, store: StoreResource
 ) -> dg.MaterializeResult:
     """Pass 2: per databank row, the members of each group under the global thresholds and
     whether every group reaches its size (an eligible target)."""
@@ -213,7 +214,7 @@ def _sample(plan: PlanReads, targets: pl.DataFrame) -> np.ndarray:
 
 @dg.asset(name="queries", group_name="discovery", deps=["target_eligibility"])
 def final_queries(
-    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+    context: dg.AssetExecutionContext, build: BuildResource, store: StoreResource
 ) -> dg.MaterializeResult:
     """The queries: the final sampler over the eligible targets (seeded; published quotas by
     domain set, or ``domain_quotas``)."""
@@ -287,7 +288,7 @@ def _pool_frames(query_ids, pools, doc_ids, t_bma, t_jac, counts) -> tuple:
     ],
 )
 def eligible_pools(
-    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+    context: dg.AssetExecutionContext, build: BuildResource, store: StoreResource
 ) -> dg.MaterializeResult:
     """The pools of the queries: per group a seeded random sample of its members (the published
     draw, one generator over every eligible target in row order) or its top by score."""

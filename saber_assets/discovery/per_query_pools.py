@@ -13,8 +13,9 @@ import dagster as dg
 import numpy as np
 import polars as pl
 
+from saber_assets.resources import BuildResource, StoreResource
 from saber_assets.tables import matrix_path, stored_matrix, stored_ontology
-from saber_config import BuildConfig, PlanReads
+from saber_config import PlanReads
 from saber_core.discovery.blocks import neighbour_frame, stream_rows
 from saber_core.discovery.per_query import (
     bma_block,
@@ -33,7 +34,7 @@ from saber_store.database import DuckDBStore
 
 @dg.asset(group_name="discovery", deps=["corpus", "summaries", "topic_annotations"])
 def queries(
-    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+    context: dg.AssetExecutionContext, build: BuildResource, store: StoreResource
 ) -> dg.MaterializeResult:
     """Queries drawn per domain (balanced, seeded) from documents with a summary and topics."""
     plan = build.reads()
@@ -105,7 +106,7 @@ def score_matrix(
 
 @dg.asset(group_name="discovery", deps=["corpus", "ontology", "topic_annotations", "queries"])
 def topic_similarity(
-    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+    context: dg.AssetExecutionContext, build: BuildResource, store: StoreResource
 ) -> dg.MaterializeResult:
     """BMA-Lin topic similarity of every query to every corpus document."""
     plan = build.reads()
@@ -129,7 +130,7 @@ def topic_similarity(
 
 @dg.asset(group_name="discovery", deps=["corpus", "summaries", "queries"])
 def summary_similarity(
-    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+    context: dg.AssetExecutionContext, build: BuildResource, store: StoreResource
 ) -> dg.MaterializeResult:
     """Jaccard similarity of summary word sets, every query to every corpus document."""
     plan = build.reads()
@@ -195,7 +196,7 @@ def _no_pools_error(config: PoolConfig, outcomes: pl.DataFrame) -> ValueError:
     ],
 )
 def candidate_pools(
-    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+    context: dg.AssetExecutionContext, build: BuildResource, store: StoreResource
 ) -> dg.MaterializeResult:
     """Per query: the pool in released order, with group, BMA, Jaccard and relaxed flag."""
     plan = build.reads()

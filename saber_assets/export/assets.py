@@ -6,7 +6,8 @@ import polars as pl
 
 from saber_assets.export.report import judge_warning, ratings_plot, report_markdown, signals_plot
 from saber_assets.export.writer import write_export, write_manifest
-from saber_config import BuildConfig, PlanReads, unwrap
+from saber_assets.resources import BuildResource, StoreResource
+from saber_config import PlanReads, unwrap
 from saber_core.validity.triage_round import triage_counts
 from saber_lineage.provenance import build_manifest
 from saber_llm.base import LLMBackend
@@ -32,7 +33,7 @@ from saber_store.database import DuckDBStore
     kinds={"json", "parquet"},
 )
 def benchmark_export(
-    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+    context: dg.AssetExecutionContext, build: BuildResource, store: StoreResource
 ) -> dg.MaterializeResult:
     """The released benchmark files under ``$SABER_HOME/export``."""
     plan = build.reads()
@@ -159,9 +160,9 @@ def _slurm_items(
 
 def build_report(
     context: dg.AssetExecutionContext,
-    build: BuildConfig,
-    store: DuckDBStore,
-    judge: PairwiseJudge,
+    build: BuildResource,
+    store: StoreResource,
+    judge: dg.ResourceParam[PairwiseJudge],
     slurm: SlurmDispatch,
 ) -> dg.MaterializeResult:
     """A Markdown report of the build (inputs, construction, pools, tournament, judge, the
@@ -242,10 +243,10 @@ def build_manifest_asset(upstream: list[str]) -> dg.AssetsDefinition:
     @dg.asset(name="build_manifest", group_name="export", deps=upstream, kinds={"json"})
     def _manifest(
         context: dg.AssetExecutionContext,
-        build: BuildConfig,
-        store: DuckDBStore,
-        llm: LLMBackend,
-        judge: PairwiseJudge,
+        build: BuildResource,
+        store: StoreResource,
+        llm: dg.ResourceParam[LLMBackend],
+        judge: dg.ResourceParam[PairwiseJudge],
     ) -> dg.MaterializeResult:
         plan = build.reads()
         made = build_manifest(build, _models(plan, llm, judge))

@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from saber_assets.discovery import alternative_pools
+from saber_assets.resources import BuildResource, StoreResource
 from saber_assets.style import own_summary_origin, style_report
 from saber_assets.tables import corpus_texts, pool_matrix
 from saber_assets.tournament import bound_judge, with_provenance
@@ -29,7 +30,7 @@ from saber_assets.validity.report import (
     validity_markdown,
 )
 from saber_assets.validity.variants import Variant, play_variant
-from saber_config import BuildConfig, PlanReads
+from saber_config import PlanReads
 from saber_core.inputs.corpus import full_text_expr
 from saber_core.rating.comparisons import PlayedRounds
 from saber_core.signals.jaccard import TOKENIZER_VERSION, build_token_matrix, pool_jaccard
@@ -48,7 +49,6 @@ from saber_llm.judges import PairwiseJudge
 from saber_runtime.metadata import check
 from saber_runtime.stage import StageOutput, materialize_stage
 from saber_slurm import SlurmDispatch
-from saber_store.database import DuckDBStore
 from saber_store.sources import (
     alternative_summaries,
     load_corpus_frame,
@@ -62,7 +62,7 @@ RECIPE_STREAM = 9  # the recipe query sample draws from default_rng([seed, 9])
 
 @dg.asset(group_name="validity", deps=["judgments", "candidate_pools"])
 def rating_intervals(
-    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+    context: dg.AssetExecutionContext, build: BuildResource, store: StoreResource
 ) -> dg.MaterializeResult:
     """Percentile bootstrap 95% intervals of every rating (seeded; resampled judgments)."""
     plan = build.reads()
@@ -211,9 +211,9 @@ def _recipe_checks(size: int):
 
 def recipe_sensitivity(
     context: dg.AssetExecutionContext,
-    build: BuildConfig,
-    store: DuckDBStore,
-    judge: PairwiseJudge,
+    build: BuildResource,
+    store: StoreResource,
+    judge: dg.ResourceParam[PairwiseJudge],
     slurm: SlurmDispatch,
 ) -> dg.MaterializeResult:
     """Pools, tournament and ratings from the other summary recipe; overlap, rank correlation
@@ -397,9 +397,9 @@ def _contamination_checks(threshold: float):
 )
 def validity_report(
     context: dg.AssetExecutionContext,
-    build: BuildConfig,
-    store: DuckDBStore,
-    judge: PairwiseJudge,
+    build: BuildResource,
+    store: StoreResource,
+    judge: dg.ResourceParam[PairwiseJudge],
     slurm: SlurmDispatch,
 ) -> dg.MaterializeResult:
     """Tournament reliability, triage, contamination and recipe figures for this build."""

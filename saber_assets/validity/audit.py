@@ -23,6 +23,7 @@ import numpy as np
 import polars as pl
 
 from saber_assets.discovery.all_pairs_pools import INPUTS, variant_pool_frame
+from saber_assets.resources import BuildResource, StoreResource
 from saber_assets.validity.variants import play_variant
 from saber_config import BuildConfig, PlanReads, unwrap
 from saber_core.construction import FIX_NEEDS, FIXES, Construction
@@ -30,7 +31,6 @@ from saber_core.validity.reliability import mean_and_se, sample_subset
 from saber_llm.judges import PairwiseJudge
 from saber_runtime.stage import StageOutput, materialize_stage
 from saber_slurm import SlurmDispatch
-from saber_store.database import DuckDBStore
 
 DISCOVERY_FIXES = ("ancestor_check", "root_self_similarity", "empty_idea_jaccard")
 TOURNAMENT_FIXES = ("sit_outs", "presentation")
@@ -111,9 +111,9 @@ def _variant(context, plan: PlanReads, store, judge, slurm, corpus, sample, fix:
 
 def sabermath_audit(
     context: dg.AssetExecutionContext,
-    build: BuildConfig,
-    store: DuckDBStore,
-    judge: PairwiseJudge,
+    build: BuildResource,
+    store: StoreResource,
+    judge: dg.ResourceParam[PairwiseJudge],
     slurm: SlurmDispatch,
 ) -> dg.MaterializeResult:
     """Per published defect: its measured effect on this build (module docstring)."""

@@ -6,6 +6,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
+from saber_assets.resources import BuildResource, StoreResource
 from saber_cli.build import run_build
 from saber_config import load_build_config
 from saber_store.database import LINEAGE_COLUMNS, DuckDBStore
@@ -243,7 +244,10 @@ def test_corpus_without_required_column_fails_clearly(tmp_path, missing):
     with pytest.raises(Exception, match=f"the corpus has no column {missing!r}"):
         dg.materialize(
             [corpus],
-            resources={"build": build, "store": DuckDBStore(database=str(build.database_path))},
+            resources={
+                "build": BuildResource.of(build),
+                "store": StoreResource(database=str(build.database_path)),
+            },
             instance=dg.DagsterInstance.ephemeral(),
         )
 
@@ -278,7 +282,10 @@ def test_corpus_limit_is_counted_so_the_counts_reconcile(tmp_path):
     build = load_build_config("tiny", home=str(tmp_path / "h"), corpus_limit=24)
     result = dg.materialize(
         [corpus],
-        resources={"build": build, "store": DuckDBStore(database=str(build.database_path))},
+        resources={
+            "build": BuildResource.of(build),
+            "store": StoreResource(database=str(build.database_path)),
+        },
         instance=dg.DagsterInstance.ephemeral(),
     )
     (check,) = result.get_asset_check_evaluations()

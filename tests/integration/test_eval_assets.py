@@ -14,6 +14,7 @@ from saber_assets.evaluation import (
     partition_tables,
     retriever_runs,
 )
+from saber_assets.resources import BuildResource, StoreResource
 from saber_config import load_build_config
 from saber_slurm import SlurmDispatch
 from saber_store.database import DuckDBStore
@@ -31,7 +32,11 @@ class Evaluation:
             self.instance.add_dynamic_partitions(RETRIEVERS.name, [spec])
         return dg.materialize(
             [retriever_runs, leaderboard],
-            resources={"build": self.build, "store": self.store, "slurm": SlurmDispatch()},
+            resources={
+                "build": BuildResource.of(self.build),
+                "store": StoreResource.of(self.store),
+                "slurm": SlurmDispatch(),
+            },
             run_config=run_config,
             instance=self.instance,
             partition_key=spec,

@@ -18,6 +18,7 @@ from test_eval_data import write_tiny_benchmark
 from test_slurm import usable_dev_profile
 
 from saber_assets.evaluation import RETRIEVERS, leaderboard, partition_tables, retriever_runs
+from saber_assets.resources import BuildResource, StoreResource
 from saber_config import load_build_config
 from saber_eval.loading import load_benchmark
 from saber_eval.registry import load_registry
@@ -58,7 +59,7 @@ def test_a_vllm_embedder_is_evaluated_as_one_slurm_job_and_listed(tmp_path):
     store = DuckDBStore(database=str(build.database_path))
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(RETRIEVERS.name, [SPEC])
-    resources = {"build": build, "store": store, "slurm": slurm}
+    resources = {"build": BuildResource.of(build), "store": StoreResource.of(store), "slurm": slurm}
 
     def materialize(asset, spec=None, config=None):
         return dg.materialize(

@@ -13,9 +13,10 @@ import pytest
 from test_eval_data import write_tiny_benchmark
 
 from saber_assets.definitions import build_definitions, with_stage_versions
+from saber_assets.resources import BuildResource, StoreResource
 from saber_cli.build import run_build
 from saber_compute.llm.interface import LLMRequest, LLMResult
-from saber_config import BuildConfig, BuildPlan, load_build_config
+from saber_config import BuildPlan, load_build_config
 from saber_eval.benchmark import MAIN_SETTING
 from saber_eval.engines.base import EngineError, Retriever, Task, batched, parse_options
 from saber_eval.loading import load_benchmark
@@ -169,7 +170,7 @@ def test_an_unregistered_backend_is_one_line_naming_the_known_ones(tmp_path):
 # ----------------------------------------------------------------------------- an asset
 @dg.asset(group_name="validity", deps=["bt_ratings"])
 def rating_spread(
-    context: dg.AssetExecutionContext, build: BuildConfig, store: DuckDBStore
+    context: dg.AssetExecutionContext, build: BuildResource, store: StoreResource
 ) -> dg.MaterializeResult:
     """Every query's rating spread (and the pool size it was computed for)."""
     plan = build.reads()  # every setting read through it is fingerprinted

@@ -11,10 +11,12 @@ from collections import Counter
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import dagster as dg
 import pytest
 
 from saber_compute.llm.interface import ChatMessage, LLMRequest, parting_choice_logprobs
+from saber_config import load_build_config
+from saber_llm.base import backend_spec
+from saber_llm.factory import make_backend
 from saber_llm.openai_compat import (
     OpenAICompatibleBackend,
     backoff_seconds,
@@ -302,16 +304,18 @@ def test_no_key_means_no_authorization_header(server):
     assert server.auth == [None]
 
 
-def test_api_key_from_env_var_through_dagster(server, monkeypatch):
+def test_the_plans_backend_takes_its_key_from_the_environment_only(server, monkeypatch, tmp_path):
     monkeypatch.setenv("SABER_API_KEY", "sk-from-env")
-    backend = _backend(server, api_key=dg.EnvVar("SABER_API_KEY"))
-    with dg.build_resources({"llm": backend}) as resources:
-        (result,) = resources.llm.generate([_req("bad")])
+    build = load_build_config(
+        "default", home=str(tmp_path), llm_backend="openai", llm_base_url=server.base_url,
+        llm_model="tiny",
+    )  # fmt: skip
+    backend = make_backend(build.plan())
+    (result,) = backend.generate([_req("bad")])
     assert server.auth == ["Bearer sk-from-env"]
-    assert "sk-from-env" not in result.error
-    # used directly (outside Dagster), the EnvVar is still resolved, not sent by name
-    backend.generate([_req("ok:a")])
-    assert server.auth[-1] == "Bearer sk-from-env"
+    assert "sk-from-env" not in result.error + repr(backend) + json.dumps(backend.identity())
+    assert "sk-from-env" not in json.dumps(backend_spec(backend))  # never sent to a compute node
+    assert "sk-from-env" not in build.model_dump_json()  # nor part of the configuration
 
 
 def test_identity_strips_credentials_from_base_url():
