@@ -253,11 +253,8 @@ class OpenAICompatibleBackend(LLMBackend):
         if self.guided_choice_format not in GUIDED_CHOICE_FORMATS:
             raise ValueError(f"guided_choice_format must be one of {GUIDED_CHOICE_FORMATS}")
 
-    def _key(self) -> str:
-        return self.api_key or ""
-
     def _redact(self, text: str) -> str:
-        key = self._key()
+        key = self.api_key
         return text.replace(key, "[redacted]") if key else text
 
     def _url(self) -> str:
@@ -271,7 +268,7 @@ class OpenAICompatibleBackend(LLMBackend):
 
     def _post(self, body: bytes) -> tuple[int, dict[str, str], bytes]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        key = self._key()
+        key = self.api_key
         if key:
             headers["Authorization"] = f"Bearer {key}"
         req = urllib.request.Request(self._url(), data=body, headers=headers, method="POST")
