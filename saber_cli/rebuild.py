@@ -18,16 +18,17 @@ import yaml
 
 from saber_config import flat_names
 from saber_config.loading import LEGACY_FLAT
+from saber_config.schema import LOCATIONS
 from saber_lineage.provenance import ManifestMismatch, config_from_manifest
 
-KEPT_VARIABLES = ("SABER_HOME", "SABER_PROFILE")
+KEPT_VARIABLES = ("SABER_HOME", "SABER_PROFILE", "SABER_EMBEDDING_CACHE")  # locations
 
 
 def manifest_profile(path: Path, home: str) -> tuple[Path, list[str]]:
     """The profile file written from the manifest at ``path`` into ``home``, and warnings."""
     build, warnings = config_from_manifest(path, home)
     settings = build.model_dump()
-    for key in ("home", "profile", "explicit"):
+    for key in (*LOCATIONS, "profile", "explicit"):
         settings.pop(key, None)
     profile = Path(home) / "from-manifest.yaml"
     profile.parent.mkdir(parents=True, exist_ok=True)

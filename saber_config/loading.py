@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from saber_config.plan import PlanError
-from saber_config.schema import SECTIONS, BuildConfig
+from saber_config.schema import LOCATIONS, SECTIONS, BuildConfig
 from saber_store.paths import profile_path
 
 SECTION_PREFIX = {"llm": "llm_", "slurm": "slurm_", "allpairs": "allpairs_"}
@@ -223,5 +223,7 @@ def load_build_config(profile: str | None = None, **overrides: object) -> BuildC
     values["profile"] = path.stem
     if given.origins.get("home") != "override":  # an explicit home wins, then $SABER_HOME
         values["home"] = os.environ.get("SABER_HOME", values.get("home", ".saber"))
-    values["explicit"] = {k: v for k, v in given.origins.items() if k not in ("profile", "home")}
+    values["explicit"] = {
+        k: v for k, v in given.origins.items() if k not in ("profile", *LOCATIONS)
+    }
     return BuildConfig(**values)

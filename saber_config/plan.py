@@ -455,7 +455,7 @@ def resolve_plan(config: BuildConfig) -> BuildPlan:
         method=config.method,
         execution=config.execution,
         seed=config.seed,
-        paths=SaberPaths.at(config.home),
+        paths=SaberPaths.at(config.home, config.embedding_cache),
         inputs=config.inputs,
         annotation=config.annotation,
         llm=config.llm,

@@ -300,6 +300,7 @@ class BuildConfig(Section):
 
     profile: str = "default"  # the profile the settings came from
     home: str = ".saber"  # the SABER home: database, artifacts, caches, export
+    embedding_cache: str = ""  # a file homes may share ("": <home>/cache/eval_cache.duckdb)
     seed: int = 0  # the build's seed: every random step derives from it (seed policy)
     method: Method = "platform"  # the preset of every empty setting
     execution: Literal["local", "slurm"] = "local"  # where LLM stages and all-pairs passes run
@@ -342,7 +343,7 @@ class BuildConfig(Section):
     @property
     def paths(self) -> SaberPaths:
         """The files under this build's SABER home."""
-        return SaberPaths.at(self.home)
+        return SaberPaths.at(self.home, self.embedding_cache)
 
     @property
     def home_path(self) -> Path:
@@ -369,6 +370,10 @@ class BuildConfig(Section):
         """The embedding cache (judge, recipe stage and ``saber_eval`` share it)."""
         return self.paths.embedding_cache
 
+
+# Where a build's files live, not what the build is: never recorded as given, in a manifest or in a
+# fingerprint (a home moved, or a cache shared, is still the same build).
+LOCATIONS = ("home", "embedding_cache")
 
 SECTIONS: dict[str, type[Section]] = {
     name: info.annotation

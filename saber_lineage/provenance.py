@@ -15,6 +15,7 @@ from typing import Any
 
 from saber_config import BuildConfig
 from saber_config.reads import canonical
+from saber_config.schema import LOCATIONS
 from saber_lineage.code_version import PROJECT_ROOT
 from saber_llm.prompts import PROMPTS_DIR
 from saber_store.sources import source_fingerprint
@@ -118,9 +119,11 @@ def input_hashes(build: BuildConfig) -> dict[str, str | None]:
 
 
 def settings_of(build: BuildConfig) -> dict[str, Any]:
-    """Every setting as written (sections nested), without the home: what rebuilds it."""
+    """Every setting as written (sections nested), without the locations (the home, a shared
+    embedding cache): what rebuilds it."""
     values = build.model_dump()
-    values.pop("home", None)
+    for location in LOCATIONS:
+        values.pop(location, None)
     return values
 
 

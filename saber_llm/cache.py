@@ -27,10 +27,16 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
     text VARCHAR, choice_logprobs VARCHAR, response_id VARCHAR, prompt_tokens BIGINT,
     completion_tokens BIGINT, run_id VARCHAR, created_at TIMESTAMPTZ, extra VARCHAR
 )"""
-COLUMNS = (
-    "call_key, backend, model, identity, prompt_id, prompt_hash, sampling, input_hash, text, "
-    "choice_logprobs, response_id, prompt_tokens, completion_tokens, run_id, created_at, extra"
-)
+ROW = {  # the columns a call is stored with, in order
+    **dict.fromkeys(
+        ("call_key", "backend", "model", "identity", "prompt_id", "prompt_hash", "sampling",
+         "input_hash", "text", "choice_logprobs", "response_id"),
+        pl.String,
+    ),
+    "prompt_tokens": pl.Int64, "completion_tokens": pl.Int64, "run_id": pl.String,
+    "created_at": pl.Datetime("us", "UTC"), "extra": pl.String,
+}  # fmt: skip
+COLUMNS = ", ".join(ROW)
 
 
 @dataclass
@@ -166,11 +172,14 @@ class CachedLLM:
              json.dumps(res.extra, sort_keys=True, default=str) if res.extra else None]
             for key, req, res in rows
         ]  # fmt: skip
+        incoming = pl.DataFrame(values, schema=ROW, orient="row").to_arrow()
         with self.store.connect() as con:
             con.execute(SCHEMA)
             con.execute(f"ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS extra VARCHAR")
             con.begin()
-            con.executemany(
-                f"INSERT OR IGNORE INTO {TABLE} ({COLUMNS}) VALUES ({', '.join('?' * 16)})", values
+            con.register("_incoming", incoming)
+            con.execute(
+                f"INSERT OR IGNORE INTO {TABLE} ({COLUMNS}) SELECT {COLUMNS} FROM _incoming"
             )
+            con.unregister("_incoming")
             con.commit()

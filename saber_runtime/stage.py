@@ -98,15 +98,16 @@ def upstream_versions(store: DuckDBStore, asset: str, upstream: list[str]) -> di
     """The recorded data version of each upstream asset (RuntimeError if one is missing; in a
     dry run, the version each upstream decision predicts)."""
     planned = dry_run.active()
+    predicted = planned.predicted if planned is not None else {}
+    recorded = store.manifest_entries([n for n in upstream if n not in predicted])
     versions = {}
     for name in upstream:
-        if planned is not None and name in planned.predicted:
-            versions[name] = planned.predicted[name]
-            continue
-        entry = store.manifest_entry(name)
-        if entry is None:
+        if name in predicted:
+            versions[name] = predicted[name]
+        elif name in recorded:
+            versions[name] = recorded[name]["data_version"]
+        else:
             raise RuntimeError(f"asset {asset}: upstream asset {name!r} has not been materialized")
-        versions[name] = entry["data_version"]
     return versions
 
 
@@ -224,6 +225,6 @@ def materialize_stage(
 
 
 def _still_there(store: DuckDBStore, stored: Mapping[str, Any]) -> bool:
-    return all(store.has_table(t) for t in stored["tables"]) and all(
+    return set(stored["tables"]) <= store.table_names() and all(
         Path(p).exists() for p in [*stored["files"], *stored["plots"].values()]
     )

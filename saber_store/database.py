@@ -107,35 +107,33 @@ class DuckDBStore(pydantic.BaseModel):
 
     def has_table(self, name: str) -> bool:
         """Whether table ``name`` exists."""
+        return name in self.table_names()
+
+    def table_names(self) -> set[str]:
+        """The names of the tables in the file (none if there is no file yet)."""
         if not Path(self.database).exists():
-            return False
+            return set()
         with self.connect(read_only=True) as con:
-            found = con.execute(
-                "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]
-            ).fetchone()
-        return bool(found and found[0])
+            return _table_names(con)
 
     def manifest_entry(self, asset_key: str) -> dict | None:
         """The last recorded fingerprint/data version of an asset, if any."""
-        if not self.has_table(MANIFEST):
-            return None
-        with self.connect(read_only=True) as con:
-            row = con.execute(
-                f"SELECT fingerprint, data_version, metadata FROM {MANIFEST} WHERE asset_key = ?",
-                [asset_key],
-            ).fetchone()
-        if row is None:
-            return None
-        return {"fingerprint": row[0], "data_version": row[1], "metadata": json.loads(row[2])}
+        return self.manifest_entries([asset_key]).get(asset_key)
 
-    def manifest_entries(self) -> dict[str, dict]:
-        """Every recorded asset's fingerprint, data version and metadata, by asset key."""
-        if not self.has_table(MANIFEST):
+    def manifest_entries(self, asset_keys: list[str] | None = None) -> dict[str, dict]:
+        """The recorded fingerprint, data version and metadata of every asset (or of those in
+        ``asset_keys``), by asset key: one connection, whatever the count."""
+        if not Path(self.database).exists():
             return {}
+        sql = f"SELECT asset_key, fingerprint, data_version, metadata FROM {MANIFEST}"
         with self.connect(read_only=True) as con:
-            rows = con.execute(
-                f"SELECT asset_key, fingerprint, data_version, metadata FROM {MANIFEST}"
-            ).fetchall()
+            if MANIFEST not in _table_names(con):
+                return {}
+            if asset_keys is None:
+                rows = con.execute(sql).fetchall()
+            else:
+                rows = con.execute(f"{sql} WHERE list_contains(?, asset_key)", [asset_keys])
+                rows = rows.fetchall()
         return {
             key: {"fingerprint": f, "data_version": v, "metadata": json.loads(m)}
             for key, f, v, m in rows
@@ -150,16 +148,11 @@ class DuckDBStore(pydantic.BaseModel):
 
     def versions_of(self, assets: list[str]) -> dict[str, dict[str, str]]:
         """Each asset's recorded fingerprint and data version (for a stage that reads them)."""
-        out = {}
-        for asset in assets:
-            entry = self.manifest_entry(asset)
-            if entry is None:
-                raise RuntimeError(f"asset {asset!r} has not been materialized")
-            out[asset] = {
-                "fingerprint": entry["fingerprint"],
-                "data_version": entry["data_version"],
-            }
-        return out
+        entries = self.manifest_entries(assets)
+        missing = [a for a in assets if a not in entries]
+        if missing:
+            raise RuntimeError(f"asset {missing[0]!r} has not been materialized")
+        return {a: {k: entries[a][k] for k in ("fingerprint", "data_version")} for a in assets}
 
     def record_manifest(
         self, asset_key: str, fingerprint: str, data_version: str, run_id: str, metadata: dict
@@ -182,3 +175,8 @@ class DuckDBStore(pydantic.BaseModel):
                     datetime.now(UTC),
                 ],
             )
+
+
+def _table_names(con: duckdb.DuckDBPyConnection) -> set[str]:
+    rows = con.execute("SELECT table_name FROM information_schema.tables").fetchall()
+    return {row[0] for row in rows}

@@ -1,6 +1,8 @@
 """Where a build keeps its files (Dagster-free, so ``saber eval`` can use it).
 
-The SABER home is ``$SABER_HOME``, else the profile's ``home`` setting, else ``.saber``.
+The SABER home is ``$SABER_HOME``, else the profile's ``home`` setting, else ``.saber``. The
+embedding cache lives in the home unless ``embedding_cache`` (``$SABER_EMBEDDING_CACHE``) names a
+file: homes may share one, as its vectors are keyed by model and exact text.
 """
 
 from __future__ import annotations
@@ -30,17 +32,23 @@ class SaberPaths:
     """The files under one SABER home."""
 
     home: Path
+    shared_embedding_cache: Path | None = None
 
     @classmethod
-    def at(cls, home: str | Path) -> SaberPaths:
-        """The files under ``home`` (resolved to an absolute path)."""
-        return cls(Path(home).resolve())
+    def at(cls, home: str | Path, embedding_cache: str | Path = "") -> SaberPaths:
+        """The files under ``home`` (resolved to an absolute path); ``embedding_cache``: a
+        cache file shared with other homes ("": the home's own)."""
+        shared = Path(embedding_cache).resolve() if embedding_cache else None
+        return cls(Path(home).resolve(), shared)
 
     @classmethod
     def for_profile(cls, profile: str | None = None) -> SaberPaths:
-        """The home of a profile (``$SABER_HOME`` wins over the profile's ``home``)."""
+        """The files of a profile (``$SABER_HOME`` and ``$SABER_EMBEDDING_CACHE`` win over the
+        profile's ``home`` and ``embedding_cache``)."""
         values = yaml.safe_load(profile_path(profile).read_text()) or {}
-        return cls(Path(os.environ.get("SABER_HOME") or values.get("home") or ".saber").resolve())
+        home = os.environ.get("SABER_HOME") or values.get("home") or ".saber"
+        cache = os.environ.get("SABER_EMBEDDING_CACHE") or values.get("embedding_cache") or ""
+        return cls.at(home, cache)
 
     @property
     def database(self) -> Path:
@@ -65,7 +73,7 @@ class SaberPaths:
     @property
     def embedding_cache(self) -> Path:
         """Embeddings (and evaluation LLM calls) by model and exact text."""
-        return self.home / "cache" / "eval_cache.duckdb"
+        return self.shared_embedding_cache or self.home / "cache" / "eval_cache.duckdb"
 
     @property
     def mlruns(self) -> Path:

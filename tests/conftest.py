@@ -1,13 +1,29 @@
-"""Shared by both tiers: offline model loading (no hub access, ever), and the work units of
-``make test-all``, which runs both tiers in two pytest-xdist workers."""
+"""Shared by both tiers: offline model loading (no hub access, ever), one embedding cache per
+session, and the work units of ``make test-all``, which runs both tiers in two pytest-xdist
+workers."""
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_embedding_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One embedding cache for every build of the session (``SABER_EMBEDDING_CACHE``, which
+    subprocess builds inherit): each test's build has a home of its own and embeds each
+    (model, text) once per session, as homes sharing a cache do. The embedding judge encodes
+    each text alone, so its vectors are the same bits read back or encoded anew; a test of the
+    home's own cache unsets the variable (``monkeypatch.delenv``)."""
+    path = tmp_path_factory.mktemp("embedding_cache") / "eval_cache.duckdb"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SABER_EMBEDDING_CACHE", str(path))
+        yield path
+
 
 # Two units of their own: the modules with dev-cluster tests (no two of them queue for the
 # cluster's one node at once) and the modules with local vLLM engines (no two engines spin on

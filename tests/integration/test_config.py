@@ -317,3 +317,23 @@ def test_the_config_speaks_the_presets_vocabulary():
     assert words(ThresholdSettings, "mode") == set(choices("thresholds"))
     assert words(TournamentSettings, "pairing") == set(choices("pairing"))
     assert words(RatingSettings, "fit") == set(choices("bt"))
+
+
+def test_the_embedding_cache_is_the_homes_unless_a_shared_file_is_named(clean_env, tmp_path):
+    """``embedding_cache`` (``SABER_EMBEDDING_CACHE``) moves the cache file and nothing else,
+    for builds and ``saber eval`` alike; a rebuild from a manifest keeps it (a location)."""
+    from saber_cli.rebuild import overriding_variables
+    from saber_store.paths import SaberPaths
+
+    home = (tmp_path / "home").resolve()
+    clean_env.setenv("SABER_HOME", str(home))
+    own = home / "cache" / "eval_cache.duckdb"
+    assert load_build_config("tiny").eval_cache_path == own
+    assert SaberPaths.for_profile("tiny").embedding_cache == own
+    shared = (tmp_path / "shared" / "vectors.duckdb").resolve()
+    clean_env.setenv("SABER_EMBEDDING_CACHE", str(shared))
+    build = load_build_config("tiny")
+    assert build.eval_cache_path == shared == build.plan().paths.embedding_cache
+    assert build.database_path == home / "saber.duckdb"
+    assert SaberPaths.for_profile("tiny").embedding_cache == shared
+    assert "embedding_cache" not in build.explicit and overriding_variables() == []

@@ -80,7 +80,7 @@ def test_partitions_evaluate_the_export_and_the_leaderboard_lists_them(tmp_path)
     assert (folder / "leaderboard.csv").exists() and (folder / "leaderboard.md").exists()
     assert (folder / "runs" / "bm25" / "statement-full.trec").exists()
     assert (build.home_path / "mlruns").exists()
-    assert (build.home_path / "cache" / "eval_cache.duckdb").exists()  # MiniLM vectors
+    assert build.eval_cache_path.exists()  # MiniLM vectors
 
     again = ev.run("bm25")  # nothing changed: the partition reuses its tables
     assert metadata(again, "retriever_runs")["reused"].value is True

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import dagster as dg
 import polars as pl
@@ -18,7 +19,8 @@ from saber_cli.build import run_build
 from saber_cli.plan import plan_build
 from saber_config import load_build_config
 from saber_lineage.code_version import PROJECT_ROOT
-from saber_lineage.provenance import ManifestMismatch, config_from_manifest
+from saber_lineage.provenance import ManifestMismatch, config_from_manifest, settings_of
+from saber_llm.embeddings.cache import EmbeddingCache
 from saber_llm.prompts import PROMPTS_DIR
 from saber_store.database import DuckDBStore
 
@@ -50,6 +52,19 @@ def test_a_setting_recomputes_only_its_readers_and_what_they_feed(tiny_build):
         set(decisions[a].causes) <= {"upstream", "inputs"} for a in moving - {"rating_intervals"}
     )
     assert {"corpus", "candidate_pools", "judgments", "bt_ratings"}.isdisjoint(moving)
+
+
+def test_a_shared_embedding_cache_is_a_location_not_a_setting(tiny_build, tmp_path):
+    """The session's builds embed into one cache file (``SABER_EMBEDDING_CACHE``, set by
+    tests/conftest.py): pointing a build at another file recomputes nothing and leaves what the
+    manifest records as it was."""
+    build, _, _ = tiny_build
+    shared = Path(os.environ["SABER_EMBEDDING_CACHE"])
+    assert build.eval_cache_path == shared and EmbeddingCache(shared).stored_count() > 0
+    assert not (build.home_path / "cache" / "eval_cache.duckdb").exists()
+    moved = load_build_config("tiny", home=build.home, embedding_cache=str(tmp_path / "e.duckdb"))
+    assert set(_actions(plan_build(moved)).values()) == {"reuse"}
+    assert settings_of(moved) == settings_of(build) and "embedding_cache" not in moved.explicit
 
 
 @pytest.fixture(scope="module")
