@@ -182,19 +182,15 @@ def grown_pass(
     arrays, n_old, band = scorer.arrays, growth.rows, growth.record.band
     n = arrays.n_docs
     units = row_units(n, unit_count(plan, n, n_old), n_old)
-    work = PassFolder(
-        passes_root(plan), f"{label}-grow", pass_key(arrays, units, band, pass_code(), n_old)
-    )
-    totals = work.resumed(n, band)
+    key = pass_key(arrays, units, band, pass_code(), n_old)
+    work = PassWork(arrays, units, band, PassFolder(passes_root(plan), f"{label}-grow", key), n_old)
+    totals = work.resumed()
     resumed = len(totals.units_done)
-    todo = [u for u in range(len(units)) if u not in totals.units_done]
     log.info(
         f"{label}: {n - n_old} rows appended to the {n_old} of the finished pass "
-        f"{growth.base.path.name}: scoring their pairs only ({len(todo)} units to do)"
+        f"{growth.base.path.name}: scoring their pairs only ({len(work.todo(totals))} units to do)"
     )
-    totals, figures = score_units(
-        log, plan, arrays, units, band, work, totals, todo, f"{label} (new pairs)", n_old
-    )
+    totals, figures = score_units(log, plan, work, totals, f"{label} (new pairs)")
     whole = growth.base.complete().grown(n)
     whole.add(totals)
     pairs = unit_pairs(n, (n_old, n), n_old)
@@ -206,60 +202,65 @@ def grown_pass(
     }
 
 
+@dataclass(frozen=True)
+class PassWork:
+    """One pass to score: the ``arrays``, their row ``units`` (over the rows after ``prefix``:
+    a grown pass), the ``band`` counted under and the ``folder`` that checkpoints each unit."""
+
+    arrays: PairArrays
+    units: list[tuple[int, int]]
+    band: Band
+    folder: PassFolder
+    prefix: int = 0
+
+    def resumed(self) -> PassTotals:
+        """The totals of the units checkpointed so far."""
+        return self.folder.resumed(self.arrays.n_docs, self.band)
+
+    def todo(self, totals: PassTotals) -> list[int]:
+        """The units ``totals`` lacks."""
+        return [u for u in range(len(self.units)) if u not in totals.units_done]
+
+
 def score_units(
-    log: PassLog,
-    plan: PlanReads,
-    arrays: PairArrays,
-    units: list[tuple[int, int]],
-    band: Band,
-    folder: PassFolder,
-    totals: PassTotals,
-    todo: list[int],
-    label: str,
-    prefix: int = 0,
+    log: PassLog, plan: PlanReads, work: PassWork, totals: PassTotals, label: str
 ) -> tuple[PassTotals, dict]:
-    """The units ``todo`` added to ``totals`` (the pass in ``folder`` so far): on SLURM shards
-    when the build runs there, then here whatever they left (every unit checkpointed to
-    ``folder``); the totals and the SLURM figures."""
+    """The units of ``work`` that ``totals`` (its pass so far) lacks, added to it: on SLURM
+    shards when the build runs there, then here whatever they left (every unit checkpointed to
+    the pass folder); the totals and the SLURM figures."""
     figures: dict = {}
+    todo = work.todo(totals)
     if plan.plan.execution == "slurm" and todo:
-        figures["slurm"] = slurm_shards(log, plan, arrays, units, band, folder, todo, prefix)
-        totals = folder.resumed(arrays.n_docs, band)
+        figures["slurm"] = slurm_shards(log, plan, work, todo)
+        totals = work.resumed()
     totals.add(
         run_pass(
-            arrays,
-            units,
-            band,
+            work.arrays,
+            work.units,
+            work.band,
             skip=totals.units_done,
             workers=worker_count(plan),
-            after_unit=folder.writer(plan.plan.allpairs.checkpoint_seconds),
+            after_unit=work.folder.writer(plan.plan.allpairs.checkpoint_seconds),
             progress=_logger(log, label),
-            prefix=prefix,
+            prefix=work.prefix,
         )
     )
     return totals, figures
 
 
-def slurm_shards(
-    log: PassLog,
-    plan: PlanReads,
-    arrays: PairArrays,
-    units: list[tuple[int, int]],
-    band: Band,
-    folder: PassFolder,
-    todo: list[int],
-    prefix: int = 0,
-) -> dict:
-    """Run the units ``todo`` (over the rows after ``prefix``) as SLURM shard jobs
-    (:mod:`saber_slurm.allpairs_jobs`); their totals land in ``folder`` as partials.
-    Returns the figures."""
+def slurm_shards(log: PassLog, plan: PlanReads, work: PassWork, todo: list[int]) -> dict:
+    """Run the units ``todo`` of ``work`` as SLURM shard jobs (:mod:`saber_slurm.allpairs_jobs`);
+    their totals land in the pass folder as partials. Returns the figures."""
     settings = slurm_dispatch_from_build(plan.plan)
     a = plan.plan.allpairs
     job = ShardJobSettings(a.shard_cpus, a.shard_partition, a.shard_mem, a.shard_time)
-    work = sharded_pass(settings, units, band, todo, a.shards, folder.path.name, prefix)
-    log.info(f"all-pairs: {len(todo)} units as {len(work.shards)} SLURM shards in {work.remote}")
+    folder = work.folder.path
+    shards = sharded_pass(settings, work.units, work.band, todo, a.shards, folder.name, work.prefix)
+    log.info(
+        f"all-pairs: {len(todo)} units as {len(shards.shards)} SLURM shards in {shards.remote}"
+    )
     runner = AllPairsJobs(settings, job, log.run_id, log.info)
-    return runner.run(arrays, work, folder.path)
+    return runner.run(work.arrays, shards, folder)
 
 
 def all_pairs_pass(
@@ -311,17 +312,14 @@ def full_pass(
     units: list[tuple[int, int]],
 ) -> tuple[PassTotals, dict]:
     """Every unit of the pass in ``folder`` not done yet (on SLURM shards or here)."""
-    arrays = scorer.arrays
-    totals = folder.resumed(arrays.n_docs, band)
+    work = PassWork(scorer.arrays, units, band, folder)
+    totals = work.resumed()
     resumed = len(totals.units_done)
     if resumed:
         log.info(f"{folder.label}: resuming, {resumed}/{len(units)} units done")
-    todo = [u for u in range(len(units)) if u not in totals.units_done]
-    totals, figures = score_units(
-        log, plan, arrays, units, band, folder, totals, todo, folder.label
-    )
-    pairs = arrays.n_docs * (arrays.n_docs + 1) // 2
-    return totals, {**figures, "unordered_pairs": pairs, "units_resumed": resumed}
+    totals, figures = score_units(log, plan, work, totals, folder.label)
+    n = scorer.n_docs
+    return totals, {**figures, "unordered_pairs": n * (n + 1) // 2, "units_resumed": resumed}
 
 
 def banded_pass(

@@ -7,6 +7,8 @@ provenance. Topic ids that are not ontology nodes are rejected into ``topic_reje
 kept), and counted.
 """
 
+from collections.abc import Callable
+
 import dagster as dg
 import polars as pl
 
@@ -34,22 +36,34 @@ from saber_slurm import SlurmDispatch, maybe_dispatcher
 from saber_store.sources import load_ontology_frame
 
 
-def _cached_llm(context, plan: PlanReads, store, llm, slurm) -> CachedLLM:
-    # where the calls run never changes an answer: execution is not a recorded setting
+def llm_prompt(plan: PlanReads, setting: str, prompt_file: str) -> str:
+    """The prompt of an annotation stage whose ``annotation.<setting>`` is ``llm`` (it counts by
+    its content, wherever its file lies: ``llm_inputs``), else "" (the corpus's own column)."""
+    if getattr(plan.annotation, setting) != "llm":
+        return ""
+    return prompt_source(prompt_file, plan.plan.inputs.prompts_dir)
+
+
+def _caller(context, plan: PlanReads, store, llm, slurm, stage: str) -> tuple[CachedLLM, Callable]:
+    """The stage's cached LLM (its misses on SLURM when the build runs there: where the calls
+    run never changes an answer, so execution is not a recorded setting) and its progress log."""
     dispatch = maybe_dispatcher(plan.plan.execution, slurm, context, llm, store)
-    return CachedLLM(llm, store, context.run.run_id, dispatch=dispatch)
 
-
-def _progress(context: dg.AssetExecutionContext, stage: str):
     def report(done: int, total: int) -> None:
         context.log.info(f"{stage}: {done}/{total} LLM calls")
 
-    return report
+    return CachedLLM(llm, store, context.run.run_id, dispatch=dispatch), report
 
 
 def llm_inputs(llm: LLMBackend, prompt_file: str) -> dict:
     """What an LLM stage's answers depend on outside the plan: the backend and the prompt."""
     return {"identity": llm.identity(), "prompt_hash": load_prompt(prompt_file).hash}
+
+
+def _materialize(context, store, plan: PlanReads, compute, llm: LLMBackend, prompt: str):
+    """Materialize the stage; an LLM-written one also depends on the backend and the prompt."""
+    extra = llm_inputs(llm, prompt) if prompt else {}
+    return materialize_stage(context, store, plan, compute=compute, extra=extra)
 
 
 def _paid(stage: str, stats: CallStats) -> dict:
@@ -73,25 +87,21 @@ def summaries(
 ) -> dg.MaterializeResult:
     """One solution summary per document (human-written, or LLM-written with provenance)."""
     plan = build.reads()
-    settings = plan.annotation
-    from_llm = settings.summaries == "llm"
-    # the prompt counts by its content (extra: prompt_hash), wherever its file lies
-    prompt = prompt_source("summary", plan.plan.inputs.prompts_dir) if from_llm else ""
+    prompt = llm_prompt(plan, "summaries", "summary")
 
     def compute() -> StageOutput:
         corpus = store.read_table("corpus")
-        if not from_llm:
+        if not prompt:
             table, figures = corpus_summaries(corpus), {}
         else:
-            cached = _cached_llm(context, plan, store, llm, slurm)
-            max_tokens, progress = settings.summary_max_tokens, _progress(context, "summaries")
+            cached, progress = _caller(context, plan, store, llm, slurm, "summaries")
+            max_tokens = plan.annotation.summary_max_tokens
             table, stats = llm_summaries(cached, corpus, max_tokens, plan.seed, progress, prompt)
             figures = _paid("summaries", stats)
         table = table.with_columns(pl.lit(TOKENIZER_VERSION).alias("tokenizer_version"))
         return StageOutput({"summaries": table}, figures={**summary_figures(table), **figures})
 
-    extra = llm_inputs(llm, prompt) if from_llm else {}
-    return materialize_stage(context, store, plan, compute=compute, extra=extra)
+    return _materialize(context, store, plan, compute, llm, prompt)
 
 
 def corpus_topic_rows(plan: PlanReads, corpus, nodes, steps: Construction | None = None) -> tuple:
@@ -128,25 +138,25 @@ def topic_annotations(
 ) -> dg.MaterializeResult:
     """(doc_id, topic_id) rows validated against the ontology; unknown ids are rejected."""
     plan = build.reads()
-    settings = plan.annotation
-    from_llm = settings.topics == "llm"
-    prompt = prompt_source("topics", plan.plan.inputs.prompts_dir) if from_llm else ""
+    prompt = llm_prompt(plan, "topics", "topics")
 
     def compute() -> StageOutput:
         corpus, ontology = store.read_table("corpus"), store.read_table("ontology")
         nodes = ontology.select(pl.col("node_id").alias("topic_id"), "ic")
-        if not from_llm:
+        if not prompt:
             (valid, rejected), figures = corpus_topic_rows(plan, corpus, nodes), {}
         else:
+            cached, progress = _caller(context, plan, store, llm, slurm, "topics")
+            a = plan.annotation
             valid, rejected, stats = llm_topics(
-                _cached_llm(context, plan, store, llm, slurm),
+                cached,
                 corpus,
                 ontology,
-                settings.topic_shortlist,
-                settings.max_topics,
-                settings.topics_max_tokens,
+                a.topic_shortlist,
+                a.max_topics,
+                a.topics_max_tokens,
                 plan.seed,
-                _progress(context, "topics"),
+                progress,
                 prompt,
             )
             valid = valid.join(nodes, on="topic_id", how="inner", maintain_order="left")
@@ -156,5 +166,4 @@ def topic_annotations(
             figures={**topic_figures(valid, rejected, corpus.height), **figures},
         )
 
-    extra = llm_inputs(llm, prompt) if from_llm else {}
-    return materialize_stage(context, store, plan, compute=compute, extra=extra)
+    return _materialize(context, store, plan, compute, llm, prompt)

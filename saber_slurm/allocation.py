@@ -60,7 +60,6 @@ from saber_compute.llm_shard import (
     requests_to_table,
     table_to_results,
 )
-from saber_llm.base import LLMBackend
 from saber_slurm.dispatcher import (
     Attempt,
     ShardDispatch,
@@ -69,7 +68,6 @@ from saber_slurm.dispatcher import (
     plan_shards,
 )
 from saber_slurm.settings import SlurmDispatch, payload_lines
-from saber_store.database import DuckDBStore
 
 SERVER_MODULE = "saber_compute.llm_server"
 ACTIVE_STATES = (
@@ -195,18 +193,12 @@ class AllocationDispatcher(ShardDispatch):
 
     mode = "allocation"
 
-    def __init__(
-        self,
-        settings: SlurmDispatch,
-        context: dg.AssetExecutionContext,
-        backend: LLMBackend,
-        store: DuckDBStore | None = None,
-    ) -> None:
-        super().__init__(settings, context, backend, store)
-        self.run_id = context.run.run_id
+    def _start_mode(self, profile: SlurmDispatch) -> None:
+        """The run's allocation of this model: its folder, the shard queue, the jobs seen."""
+        self.run_id = self.context.run.run_id
         self.key = model_key(self.spec, self.config)
-        self.alloc = allocation_dir(settings, self.run_id, self.key)
-        self.shards = shards_root(settings)
+        self.alloc = allocation_dir(profile, self.run_id, self.key)
+        self.shards = shards_root(profile)
         self.server_jobs: list[str] = []
         self.submitted: list[str] = []
         self.failures: list[Attempt] = []

@@ -144,16 +144,20 @@ class ShardDispatch:
         self.identity = backend.identity()
         spec, config = backend_spec(backend)
         self.spec = settings.backend_spec or spec
-        self.settings = settings = for_engine(settings, self.spec)
-        self.config = (
-            json.loads(settings.backend_config_json) if settings.backend_config_json else config
-        )
-        self.ssh = settings.ssh_resource()
+        self.settings = engine = for_engine(settings, self.spec)
+        given = engine.backend_config_json
+        self.config = json.loads(given) if given else config
+        self.ssh = engine.ssh_resource()
         self.records: list[ShardRecord] = []
         self.waiting_s = 0.0
         self.relays = 0
         self.started = time.monotonic()
         self._call = (0, 0.0, 0)  # records, waiting_s and relays before the current call
+        self._start_mode(settings)
+
+    def _start_mode(self, profile: SlurmDispatch) -> None:
+        """The state of this dispatch mode beside the shared one (none here); ``profile``: the
+        settings as given, before :func:`for_engine`."""
 
     def begin_call(self) -> None:
         """Mark the start of a dispatch call (its cost row counts only what follows)."""
@@ -311,15 +315,9 @@ class ShardDispatch:
 class SlurmDispatcher(ShardDispatch):
     """Answers requests with SLURM jobs (one per shard); keeps a record of every shard."""
 
-    def __init__(
-        self,
-        settings: SlurmDispatch,
-        context: dg.AssetExecutionContext,
-        backend: LLMBackend,
-        store: DuckDBStore | None = None,
-    ) -> None:
-        super().__init__(settings, context, backend, store)
-        self.compute = settings.compute_resource()
+    def _start_mode(self, profile: SlurmDispatch) -> None:
+        """The dagster-slurm compute resource that submits the shard jobs."""
+        self.compute = profile.compute_resource()
 
     # -- the Dispatch callable -------------------------------------------------------------
     def __call__(self, requests: Sequence[LLMRequest]) -> list[LLMResult]:
